@@ -1,0 +1,1 @@
+"""Experiment configs: one module per binary, each with ``get_config(arg)``."""

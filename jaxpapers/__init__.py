@@ -1,0 +1,13 @@
+"""jaxpapers: JAX-first functional numerics from 2026 research papers.
+
+Areas are organised by what things are; each re-exports its public names:
+
+* :mod:`jaxpapers.curvature` -- Hessian-vector products, Lanczos / power
+  iteration, Batch Sharpness and GNI (Edge of Stochastic Stability).
+* :mod:`jaxpapers.optim` -- optax transforms.
+* :mod:`jaxpapers.data` -- data sets that ship inside pip packages, and
+  mini-batch sampling as a pure function of a key.
+* :mod:`jaxpapers.models` -- small reference models as pure functions.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,358 @@
+r"""Batch Sharpness and GNI: the curvature that SGD keeps at :math:`2/\eta`.
+
+Edge of Stochastic Stability (Andreyev & Beneventano, 2024): under mini-batch
+SGD with step size :math:`\eta`, what hovers at :math:`2/\eta` is not the top
+eigenvalue of the full-batch Hessian but **Batch Sharpness**, the expected
+curvature of each mini-batch Hessian along its own mini-batch gradient,
+
+.. math::
+  \mathrm{BS}(\theta) = \mathbb{E}_B\left[
+    \frac{g_B^\top H_B\, g_B}{g_B^\top g_B}\right],
+  \qquad g_B = \nabla L_B(\theta),\ H_B = \nabla^2 L_B(\theta).
+
+Verified from the authors' code: the estimator (mean of per-draw ratios, the
+same batch for gradient and Hessian, at the training batch size), the
+adaptive Monte Carlo stopping rule and its defaults, and GNI.
+Reconstruction (ours): all JAX mechanics (chunked ``lax.while_loop`` Monte
+Carlo, merged moments), the delta-method variance formula used by the
+stopping rule, and the statistics reported beside the estimates.
+"""
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxpapers import tree as tree_lib
+from jaxpapers.curvature.hvp import check_scalar_loss
+from jaxpapers.curvature.hvp import linearize_gradient
+from jaxpapers.curvature.hvp import quadratic_form
+
+Params = Any
+Batch = Any
+LossFn = Callable[[Params, Batch], jax.Array]
+
+_ESTIMATORS = ("mean_of_ratios", "ratio_of_means")
+# Draws whose gradient vanishes carry no direction; the authors' code has no
+# such guard, ours drops them rather than dividing by zero.
+_MIN_GRAD_SQ_NORM = 1e-30
+
+
+class BatchSharpnessEstimate(NamedTuple):
+  """Monte Carlo estimate of Batch Sharpness.
+
+  Attributes:
+    value: the estimate (``mean_of_ratios``: mean of :math:`a_j / c_j`;
+      ``ratio_of_means``: :math:`\\bar a / \\bar c`).
+    stderr: its standard error (sample std / sqrt(K) for the mean of ratios;
+      delta method for the ratio of means). NaN with fewer than two draws.
+    num_draws: number of draws K that entered the estimate.
+    mean_curvature: :math:`\\bar a`, mean of :math:`g_B^\\top H_B g_B`.
+    mean_grad_sq_norm: :math:`\\bar c`, mean of :math:`g_B^\\top g_B`.
+    rel_se: delta-method relative standard error of :math:`\\bar a/\\bar c`,
+      the quantity the authors' stopping rule tests (whatever the estimator).
+  """
+
+  value: jax.Array
+  stderr: jax.Array
+  num_draws: jax.Array
+  mean_curvature: jax.Array
+  mean_grad_sq_norm: jax.Array
+  rel_se: jax.Array
+
+
+class GNIEstimate(NamedTuple):
+  """Gradient-noise interaction :math:`E_B[g_B^\\top H g_B] / \\|\\nabla L\\|^2`."""
+
+  value: jax.Array
+  stderr: jax.Array
+  num_draws: jax.Array
+
+
+class _Moments(NamedTuple):
+  """Count, mean and centred second moments of the per-draw vector (a, c, a/c)."""
+
+  count: jax.Array
+  mean: jax.Array  # (3,)
+  m2: jax.Array  # (3, 3)
+
+
+def directional_curvature(
+    loss_fn: LossFn, params: Params, batch: Batch
+) -> tuple[jax.Array, jax.Array]:
+  r"""Returns :math:`(g_B^\top H_B g_B,\ g_B^\top g_B)` for one batch.
+
+  One gradient, then the curvature along it forward-over-forward
+  (:func:`jaxpapers.curvature.quadratic_form`), which needs no second reverse
+  pass: about 1.5 SGD steps per sample instead of 2 to 3 for a full HVP.
+  """
+  check_scalar_loss(loss_fn, params, batch)
+  grad = jax.grad(loss_fn)(params, batch)
+  curvature = quadratic_form(loss_fn, params, grad, batch)
+  return curvature, optax.tree.vdot(grad, grad)
+
+
+def batch_sharpness(
+    loss_fn: LossFn,
+    params: Params,
+    batches: Batch,
+    *,
+    estimator: str = "mean_of_ratios",
+    chunk_size: int | None = None,
+) -> BatchSharpnessEstimate:
+  r"""Batch Sharpness over a stack of mini-batches.
+
+  For each draw :math:`j` (leading axis of ``batches``) computes, on that same
+  batch, :math:`a_j = g_j^\top H_j g_j` and :math:`c_j = g_j^\top g_j`, then
+
+  * ``"mean_of_ratios"`` (default, the authors' code):
+    :math:`\mathrm{BS} = \frac1K \sum_j a_j / c_j`;
+  * ``"ratio_of_means"``: :math:`\mathrm{BS} = \bar a / \bar c`.
+
+  Draws are vmapped (``chunk_size=None``) or mapped in chunks
+  (``lax.map`` with ``batch_size=chunk_size``) to bound memory. When
+  ``batches`` is sharded along the draw axis, the per-draw work stays on the
+  device that holds the draw and only scalars are reduced.
+
+  Args:
+    loss_fn: ``loss_fn(params, batch) -> scalar`` mean loss over a batch.
+    params: parameters at which to measure.
+    batches: pytree whose leaves have shape ``(K, b, ...)``: K mini-batches
+      of b examples, e.g. from :func:`jaxpapers.data.sample_minibatches`.
+    estimator: ``"mean_of_ratios"`` or ``"ratio_of_means"``.
+    chunk_size: draws per vectorised chunk; None vectorises all K.
+
+  Returns:
+    A :class:`BatchSharpnessEstimate`.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> from jaxpapers.curvature import batch_sharpness
+    >>> loss = lambda w, x: 0.5 * jnp.mean((x @ w) ** 2)
+    >>> batches = jnp.ones((4, 2, 3))  # 4 draws of 2 examples in R^3
+    >>> float(batch_sharpness(loss, jnp.ones(3), batches).value)
+    3.0
+
+  References:
+    Andreyev & Beneventano, `Edge of Stochastic Stability
+    <https://arxiv.org/abs/2412.20553>`_, 2024.
+  """
+  _check_estimator(estimator)
+  _check_batches(batches)
+  per_draw = _per_draw_fn(loss_fn, params)
+  if chunk_size is None:
+    a, c = jax.vmap(per_draw)(batches)
+  else:
+    a, c = jax.lax.map(per_draw, batches, batch_size=chunk_size)
+  return _finalize(_moments_of(a, c), estimator)
+
+
+def batch_sharpness_adaptive(
+    loss_fn: LossFn,
+    params: Params,
+    sample_batches: Callable[[jax.Array, int], Batch],
+    key: jax.Array,
+    *,
+    estimator: str = "mean_of_ratios",
+    min_draws: int = 20,
+    max_draws: int = 1000,
+    rel_tol: float = 0.005,
+    chunk_size: int = 20,
+) -> BatchSharpnessEstimate:
+  r"""Batch Sharpness with the authors' adaptive Monte Carlo stopping rule.
+
+  Draws chunks of ``chunk_size`` mini-batches until, with K draws so far,
+  ``K >= min_draws`` and the delta-method relative standard error of the
+  ratio of means
+
+  .. math::
+    \mathrm{relSE}^2 = \frac1K\left[\frac{s_a^2}{\bar a^2}
+      + \frac{s_c^2}{\bar c^2} - \frac{2 s_{ac}}{\bar a \bar c}\right]
+
+  falls below ``rel_tol``, or ``max_draws`` draws were made. The rule tests
+  the ratio of means even for the default estimator, as the authors' code
+  does. ``chunk_size=1`` reproduces the code's exact draw counts.
+
+  Args:
+    loss_fn: ``loss_fn(params, batch) -> scalar``.
+    params: parameters at which to measure.
+    sample_batches: ``sample_batches(key, num) -> batches`` with leaves of
+      shape ``(num, b, ...)``, a pure function of the key.
+    key: PRNG key of the measurement stream (e.g. ``fold_in(key, step)``).
+    estimator: ``"mean_of_ratios"`` or ``"ratio_of_means"``.
+    min_draws: never stop before this many draws.
+    max_draws: never draw more; must be a multiple of ``chunk_size``.
+    rel_tol: target relative standard error.
+    chunk_size: draws per vectorised chunk (static).
+
+  Returns:
+    A :class:`BatchSharpnessEstimate`; ``num_draws`` is the K at which the
+    rule stopped.
+  """
+  _check_estimator(estimator)
+  if chunk_size < 1 or max_draws < chunk_size or max_draws % chunk_size:
+    raise ValueError(
+        f"max_draws={max_draws} must be a positive multiple of"
+        f" chunk_size={chunk_size}."
+    )
+  if min_draws < 2 or min_draws > max_draws:
+    raise ValueError(
+        f"min_draws={min_draws} must lie in [2, max_draws={max_draws}]."
+    )
+  _check_batches(jax.eval_shape(lambda k: sample_batches(k, chunk_size), key))
+  per_draw = jax.vmap(_per_draw_fn(loss_fn, params))
+
+  def cond(state):
+    drawn, _, moments = state
+    rel_se = _finalize(moments, estimator).rel_se
+    done = (moments.count >= min_draws) & (rel_se < rel_tol)
+    return (drawn < max_draws) & ~done
+
+  def body(state):
+    drawn, key, moments = state
+    key, draw_key = jax.random.split(key)
+    a, c = per_draw(sample_batches(draw_key, chunk_size))
+    return drawn + chunk_size, key, _merge(moments, _moments_of(a, c))
+
+  dtype = jax.eval_shape(loss_fn, params, _first(sample_batches, key)).dtype
+  empty = _Moments(jnp.zeros((), dtype), jnp.zeros((3,), dtype),
+                   jnp.zeros((3, 3), dtype))
+  _, _, moments = jax.lax.while_loop(cond, body, (jnp.int32(0), key, empty))
+  return _finalize(moments, estimator)
+
+
+def gni(
+    loss_fn: LossFn,
+    params: Params,
+    batches: Batch,
+    data: Batch,
+    *,
+    num_chunks: int = 1,
+    chunk_size: int | None = None,
+) -> GNIEstimate:
+  r"""Gradient-noise interaction: full-batch curvature along mini-batch gradients.
+
+  .. math::
+    \mathrm{GNI} = \frac{\mathbb{E}_B[g_B^\top H g_B]}{\|\nabla L\|^2},
+
+  with :math:`H` and :math:`\nabla L` on the measurement set ``data``.
+  Expanding one SGD step to second order,
+  :math:`\mathbb{E}[L(\theta - \eta g_B)] - L(\theta) \approx
+  -\eta\|\nabla L\|^2 + \tfrac{\eta^2}{2}\mathbb{E}[g_B^\top H g_B]`,
+  so the expected loss decreases iff :math:`\mathrm{GNI} < 2/\eta`
+  (this motivation is our reconstruction; the quantity is the authors').
+
+  Args:
+    loss_fn: ``loss_fn(params, batch) -> scalar`` mean loss over a batch.
+    params: parameters at which to measure.
+    batches: K mini-batches, leaves of shape ``(K, b, ...)``.
+    data: the measurement set, leaves of shape ``(n, ...)``.
+    num_chunks: split ``data`` into this many chunks per Hessian product.
+    chunk_size: mini-batch gradients per vectorised chunk; None = all.
+
+  Returns:
+    A :class:`GNIEstimate` (stderr over the K draws).
+  """
+  _check_batches(batches)
+  full_grad, hvp_fn = linearize_gradient(
+      loss_fn, params, data, num_chunks=num_chunks
+  )
+
+  def curvature_along(batch):
+    g = jax.grad(loss_fn)(params, batch)
+    return optax.tree.vdot(g, hvp_fn(g))
+
+  if chunk_size is None:
+    values = jax.vmap(curvature_along)(batches)
+  else:
+    values = jax.lax.map(curvature_along, batches, batch_size=chunk_size)
+  norm_sq = optax.tree.vdot(full_grad, full_grad)
+  k = values.shape[0]
+  stderr = jnp.std(values, ddof=1) / jnp.sqrt(k) if k > 1 else jnp.nan
+  return GNIEstimate(
+      value=jnp.mean(values) / norm_sq,
+      stderr=jnp.asarray(stderr, values.dtype) / norm_sq,
+      num_draws=jnp.asarray(k, jnp.int32),
+  )
+
+
+def _per_draw_fn(loss_fn, params):
+  return functools.partial(directional_curvature, loss_fn, params)
+
+
+def _first(sample_batches, key):
+  """Abstract single batch from the sampler, to read the loss dtype."""
+  stacked = jax.eval_shape(lambda k: sample_batches(k, 1), key)
+  return jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), stacked
+  )
+
+
+def _check_estimator(estimator):
+  if estimator not in _ESTIMATORS:
+    raise ValueError(
+        f"estimator must be one of {_ESTIMATORS}, got {estimator!r}."
+    )
+
+
+def _check_batches(batches):
+  tree_lib.leading_size(batches, "batches")
+  one_batch = jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(tree_lib.shape_of(x)[1:], x.dtype),
+      batches,
+  )
+  try:
+    tree_lib.leading_size(one_batch, "each batch")
+  except ValueError as e:
+    raise ValueError(
+        "batches must stack mini-batches as (num_draws, batch_size, ...): "
+        + str(e)
+    ) from None
+
+
+def _moments_of(a, c) -> _Moments:
+  """Moments of (a, c, a/c) over the draws with a non-vanishing gradient."""
+  valid = c > _MIN_GRAD_SQ_NORM
+  x = jnp.stack([a, c, a / jnp.where(valid, c, 1.0)], axis=-1)
+  w = valid.astype(x.dtype)
+  count = jnp.sum(w)
+  mean = jnp.sum(w[:, None] * x, axis=0) / jnp.maximum(count, 1.0)
+  centred = (x - mean[None, :]) * w[:, None]
+  # A sum (not a matmul) over the draw axis stays valid when that axis is
+  # sharded over an Explicit mesh: the reduction result is replicated.
+  m2 = jnp.sum(centred[:, :, None] * centred[:, None, :], axis=0)
+  return _Moments(count, mean, m2)
+
+
+def _merge(m1: _Moments, m2: _Moments) -> _Moments:
+  """Chan et al.'s pairwise merge of counts, means and co-moments."""
+  count = m1.count + m2.count
+  safe = jnp.maximum(count, 1.0)
+  delta = m2.mean - m1.mean
+  mean = m1.mean + delta * (m2.count / safe)
+  m2_total = m1.m2 + m2.m2 + jnp.outer(delta, delta) * (m1.count * m2.count / safe)
+  return _Moments(count, mean, m2_total)
+
+
+def _finalize(moments: _Moments, estimator: str) -> BatchSharpnessEstimate:
+  k = moments.count
+  mean_a, mean_c, mean_r = moments.mean[0], moments.mean[1], moments.mean[2]
+  cov = moments.m2 / (k - 1)  # ddof = 1; NaN/inf for k < 2 is the honest answer
+  ratio = mean_a / mean_c
+  rel_var = (cov[0, 0] / mean_a**2 + cov[1, 1] / mean_c**2
+             - 2 * cov[0, 1] / (mean_a * mean_c)) / k
+  rel_se = jnp.sqrt(jnp.maximum(rel_var, 0.0))
+  if estimator == "mean_of_ratios":
+    value, stderr = mean_r, jnp.sqrt(cov[2, 2] / k)
+  else:
+    value, stderr = ratio, jnp.abs(ratio) * rel_se
+  return BatchSharpnessEstimate(
+      value=value,
+      stderr=stderr,
+      num_draws=k.astype(jnp.int32),
+      mean_curvature=mean_a,
+      mean_grad_sq_norm=mean_c,
+      rel_se=rel_se,
+  )

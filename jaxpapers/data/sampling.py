@@ -1,0 +1,64 @@
+"""Mini-batches as pure functions of a key.
+
+Every batch is determined by ``(key, step)``, so a resumed run draws exactly
+the batches an uninterrupted one would, and no loader state needs saving.
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxpapers import tree as tree_lib
+
+
+def minibatch_indices(
+    key: jax.Array, num_examples: int, batch_size: int
+) -> jax.Array:
+  """``batch_size`` distinct indices in ``[0, num_examples)``, uniformly at random.
+
+  Args:
+    key: PRNG key; the same key gives the same indices.
+    num_examples: size of the data set.
+    batch_size: number of indices, ``1 <= batch_size <= num_examples``.
+
+  Returns:
+    int32 array of shape ``(batch_size,)``, without repeats.
+  """
+  if not 1 <= batch_size <= num_examples:
+    raise ValueError(
+        f"batch_size={batch_size} must lie in [1, num_examples={num_examples}]."
+    )
+  if batch_size == num_examples:
+    return jnp.arange(num_examples, dtype=jnp.int32)
+  return jax.random.permutation(key, num_examples)[:batch_size].astype(jnp.int32)
+
+
+def take(data: Any, indices: jax.Array) -> Any:
+  """Gathers ``indices`` along the leading axis of every leaf of ``data``."""
+  return jax.tree.map(lambda x: jnp.take(x, indices, axis=0), data)
+
+
+def sample_minibatches(
+    key: jax.Array, data: Any, batch_size: int, num_batches: int
+) -> Any:
+  """Stacks ``num_batches`` independent mini-batches drawn from ``data``.
+
+  Each draw takes ``batch_size`` distinct examples; draws are independent of
+  each other (an example can appear in several draws).
+
+  Args:
+    key: PRNG key.
+    data: pytree whose leaves share a leading example axis of size n.
+    batch_size: examples per draw.
+    num_batches: number of draws K.
+
+  Returns:
+    A pytree like ``data`` with leaves of shape ``(K, batch_size, ...)``.
+  """
+  num_examples = tree_lib.leading_size(data, "data")
+  keys = jax.random.split(key, num_batches)
+  indices = jax.vmap(
+      lambda k: minibatch_indices(k, num_examples, batch_size)
+  )(keys)
+  return take(data, indices)

@@ -1,0 +1,51 @@
+"""A plain ReLU MLP as pure functions (the EoSS reference model).
+
+Parameters are a list of ``{"w": (d_in, d_out), "b": (d_out,)}`` dicts.
+Weights are Kaiming-normal (fan-in, gain sqrt(2)) times ``init_scale``;
+biases start at zero, as in the EoSS authors' presets.
+"""
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+
+MLPParams = list[dict[str, jax.Array]]
+
+
+def init_mlp(
+    key: jax.Array,
+    layer_sizes: Sequence[int],
+    *,
+    init_scale: float = 1.0,
+    dtype: jnp.dtype = jnp.float32,
+) -> MLPParams:
+  """Initialises an MLP with widths ``layer_sizes = (d_in, h_1, ..., d_out)``."""
+  if len(layer_sizes) < 2 or any(int(s) < 1 for s in layer_sizes):
+    raise ValueError(
+        "layer_sizes needs at least an input and an output width, all >= 1;"
+        f" got {tuple(layer_sizes)}."
+    )
+  keys = jax.random.split(key, len(layer_sizes) - 1)
+  params = []
+  for k, d_in, d_out in zip(keys, layer_sizes[:-1], layer_sizes[1:]):
+    std = init_scale * jnp.sqrt(2.0 / d_in)
+    params.append({
+        "w": (std * jax.random.normal(k, (d_in, d_out))).astype(dtype),
+        "b": jnp.zeros((d_out,), dtype),
+    })
+  return params
+
+
+def apply_mlp(params: MLPParams, x: jax.Array) -> jax.Array:
+  """Forward pass: ReLU between layers, linear output. ``x``: ``(..., d_in)``."""
+  for layer in params[:-1]:
+    x = jax.nn.relu(_affine(layer, x))
+  return _affine(params[-1], x)
+
+
+def _affine(layer: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+  # An explicit bias reshape keeps the model valid under
+  # jax_numpy_rank_promotion="raise".
+  bias = layer["b"].reshape((1,) * (x.ndim - 1) + layer["b"].shape)
+  return x @ layer["w"] + bias

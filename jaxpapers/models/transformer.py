@@ -1,0 +1,165 @@
+"""A small decoder-only transformer LM in flax nnx, with a swappable FFN.
+
+Pre-norm blocks (RMSNorm), causal multi-head attention that can also stay
+inside document boundaries (``segment_ids``), learned position embeddings,
+and tied input/output embeddings. Every block's feed-forward layer comes from
+``ffn_factory``, so a mixture-of-experts layer replaces the dense MLP without
+touching the rest.
+
+FFN protocol: ``ffn_factory(config, layer_index, rngs)`` returns an
+``nnx.Module`` called as ``ffn(x_BxLxD, segment_ids_BxL) -> (y_BxLxD, aux)``
+where ``aux`` is a dict of scalar auxiliary losses/statistics; the model sums
+each key over layers.
+
+Shapes follow nanodo's suffix convention: B batch, L length, D model width,
+H heads, K head width, F FFN width, V vocabulary.
+"""
+
+import dataclasses
+from typing import Any, Callable
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+  """Sizes of the LM (all static)."""
+
+  vocab_size: int = 257  # 256 bytes + EOS
+  max_len: int = 256
+  d_model: int = 128
+  num_heads: int = 4
+  num_layers: int = 4
+  d_ff: int = 512
+
+  def __post_init__(self):
+    for name in ("vocab_size", "max_len", "d_model", "num_heads", "num_layers",
+                 "d_ff"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+    if self.d_model % self.num_heads:
+      raise ValueError(
+          f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}."
+      )
+
+
+FFNFactory = Callable[[TransformerConfig, int, nnx.Rngs], nnx.Module]
+
+
+class MLP(nnx.Module):
+  """The dense FFN: D -> F (GELU) -> D. Returns ``(y, {})``."""
+
+  def __init__(self, d_model: int, d_ff: int, *, rngs: nnx.Rngs):
+    self.up = nnx.Linear(d_model, d_ff, rngs=rngs)
+    self.down = nnx.Linear(d_ff, d_model, rngs=rngs)
+
+  def __call__(self, x_BxLxD, segment_ids_BxL=None):
+    del segment_ids_BxL
+    return self.down(jax.nn.gelu(self.up(x_BxLxD))), {}
+
+
+def dense_ffn(config: TransformerConfig, layer_index: int,
+              rngs: nnx.Rngs) -> MLP:
+  """The default ``ffn_factory``."""
+  del layer_index
+  return MLP(config.d_model, config.d_ff, rngs=rngs)
+
+
+def attention_mask(segment_ids_BxL: jax.Array | None, length: int) -> jax.Array:
+  """Causal mask, restricted to equal segment ids when given: ``(B|1, 1, L, L)``."""
+  causal_LxL = jnp.tril(jnp.ones((length, length), jnp.bool_))
+  if segment_ids_BxL is None:
+    return causal_LxL[None, None]
+  same_BxLxL = segment_ids_BxL[:, :, None] == segment_ids_BxL[:, None, :]
+  return (same_BxLxL & causal_LxL[None])[:, None]
+
+
+class Attention(nnx.Module):
+  """Causal multi-head self-attention."""
+
+  def __init__(self, config: TransformerConfig, *, rngs: nnx.Rngs):
+    self.num_heads = config.num_heads
+    self.head_dim = config.d_model // config.num_heads
+    self.qkv = nnx.Linear(config.d_model, 3 * config.d_model, rngs=rngs)
+    self.out = nnx.Linear(config.d_model, config.d_model, rngs=rngs)
+
+  def __call__(self, x_BxLxD, mask_BxHxLxL):
+    b, length, d = x_BxLxD.shape
+    qkv = self.qkv(x_BxLxD).reshape(b, length, 3, self.num_heads, self.head_dim)
+    q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    scale = jnp.asarray(self.head_dim ** -0.5, x_BxLxD.dtype)
+    logits_BxHxLxL = jnp.einsum("bqhk,bshk->bhqs", q_BxLxHxK, k_BxLxHxK) * scale
+    logits_BxHxLxL = jnp.where(mask_BxHxLxL, logits_BxHxLxL,
+                               jnp.finfo(logits_BxHxLxL.dtype).min)
+    weights = jax.nn.softmax(logits_BxHxLxL, axis=-1)
+    y_BxLxHxK = jnp.einsum("bhqs,bshk->bqhk", weights, v_BxLxHxK)
+    return self.out(y_BxLxHxK.reshape(b, length, d))
+
+
+class Block(nnx.Module):
+  """Pre-norm residual block: attention then FFN."""
+
+  def __init__(self, config: TransformerConfig, layer_index: int,
+               ffn_factory: FFNFactory, *, rngs: nnx.Rngs):
+    self.attn_norm = nnx.RMSNorm(config.d_model, rngs=rngs)
+    self.attn = Attention(config, rngs=rngs)
+    self.ffn_norm = nnx.RMSNorm(config.d_model, rngs=rngs)
+    self.ffn = ffn_factory(config, layer_index, rngs)
+
+  def __call__(self, x_BxLxD, mask, segment_ids_BxL):
+    x_BxLxD = x_BxLxD + self.attn(self.attn_norm(x_BxLxD), mask)
+    y_BxLxD, aux = self.ffn(self.ffn_norm(x_BxLxD), segment_ids_BxL)
+    return x_BxLxD + y_BxLxD, aux
+
+
+class Transformer(nnx.Module):
+  """Decoder-only LM: ``model(tokens_BxL, segment_ids_BxL=None) -> (logits_BxLxV, aux)``.
+
+  Args:
+    config: sizes.
+    rngs: ``nnx.Rngs`` for parameter initialisation.
+    ffn_factory: builds each block's FFN (default: dense MLP).
+  """
+
+  def __init__(self, config: TransformerConfig, *, rngs: nnx.Rngs,
+               ffn_factory: FFNFactory = dense_ffn):
+    self.config = config
+    self.embed = nnx.Embed(config.vocab_size, config.d_model, rngs=rngs)
+    self.pos_embed = nnx.Param(
+        0.02 * jax.random.normal(rngs.params(), (config.max_len, config.d_model))
+    )
+    self.blocks = nnx.List([
+        Block(config, i, ffn_factory, rngs=rngs) for i in range(config.num_layers)
+    ])
+    self.final_norm = nnx.RMSNorm(config.d_model, rngs=rngs)
+
+  def __call__(self, tokens_BxL: jax.Array,
+               segment_ids_BxL: jax.Array | None = None
+               ) -> tuple[jax.Array, dict[str, Any]]:
+    length = tokens_BxL.shape[-1]
+    if length > self.config.max_len:
+      raise ValueError(
+          f"sequence length {length} exceeds max_len={self.config.max_len}."
+      )
+    x_BxLxD = self.embed(tokens_BxL) + self.pos_embed[...][None, :length]
+    mask = attention_mask(segment_ids_BxL, length)
+    aux_total: dict[str, jax.Array] = {}
+    for block in self.blocks:
+      x_BxLxD, aux = block(x_BxLxD, mask, segment_ids_BxL)
+      for key, value in aux.items():
+        aux_total[key] = aux_total.get(key, 0.0) + value
+    logits_BxLxV = self.embed.attend(self.final_norm(x_BxLxD))
+    return logits_BxLxV, aux_total
+
+
+def next_token_loss(logits_BxLxV: jax.Array, targets_BxL: jax.Array,
+                    mask_BxL: jax.Array | None = None) -> jax.Array:
+  """Mean cross-entropy of ``targets`` under ``logits`` (in nats per token)."""
+  log_probs = jax.nn.log_softmax(logits_BxLxV.astype(jnp.float32), axis=-1)
+  nll_BxL = -jnp.take_along_axis(log_probs, targets_BxL[..., None], axis=-1)[..., 0]
+  if mask_BxL is None:
+    return jnp.mean(nll_BxL)
+  weights = mask_BxL.astype(nll_BxL.dtype)
+  return jnp.sum(nll_BxL * weights) / jnp.maximum(jnp.sum(weights), 1.0)

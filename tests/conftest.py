@@ -1,0 +1,47 @@
+"""Test-wide JAX settings, applied before any JAX backend starts.
+
+Eight virtual CPU devices let sharding tests build (2, 4) meshes on one CPU;
+strict dtype promotion and rank promotion errors catch silent upcasts and
+broadcasting bugs that would otherwise pass on small shapes.
+"""
+
+import os
+
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import jax  # pylint: disable=g-import-not-at-top
+import pytest  # pylint: disable=g-import-not-at-top
+
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+NUM_TEST_DEVICES = 8
+
+
+def pytest_sessionstart(session):
+  del session
+  if jax.device_count() != NUM_TEST_DEVICES:
+    raise RuntimeError(
+        f"expected {NUM_TEST_DEVICES} virtual CPU devices, found"
+        f" {jax.device_count()}: XLA_FLAGS was read before tests/conftest.py"
+        " could set it."
+    )
+
+
+@pytest.fixture
+def standard_dtype_promotion():
+  """Opt-out of strict promotion for tests that drive optax internals that need it.
+
+  optax 0.2.8 mixes int32 counters into float arithmetic: the Adam family's
+  bias correction ``decay ** count`` (optax/tree_utils/_tree_math.py::
+  tree_bias_correction), MultiSteps' ``emit * gradient_step``
+  (optax/transforms/_accumulation.py) and reduce_on_plateau's counters
+  (optax/contrib/_reduce_on_plateau.py). Strict promotion rejects both, so only
+  tests that run those pieces use this fixture; our own code stays strict.
+  """
+  with jax.numpy_dtype_promotion("standard"):
+    yield

@@ -1,0 +1,197 @@
+"""Batch Sharpness and GNI in closed form on least-squares losses."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers import curvature
+from jaxpapers import data as data_lib
+
+DIM = 4
+
+
+def _loss(w, batch):
+  x, y = batch
+  return 0.5 * jnp.mean((x @ w - y) ** 2)
+
+
+def _problem(seed=0, n=64):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(n, DIM)).astype(np.float32) * np.array([1, 2, 0.5, 3],
+                                                              np.float32)
+  y = rng.normal(size=(n,)).astype(np.float32)
+  w = rng.normal(size=(DIM,)).astype(np.float32)
+  return w, (x, y)
+
+
+def _numpy_draws(w, xb, yb):
+  """Per-draw a = g^T H g and c = g^T g for least squares, in float64."""
+  w = w.astype(np.float64)
+  a, c = [], []
+  for x, y in zip(xb.astype(np.float64), yb.astype(np.float64)):
+    h = x.T @ x / len(y)
+    g = x.T @ (x @ w - y) / len(y)
+    a.append(g @ h @ g)
+    c.append(g @ g)
+  return np.array(a), np.array(c)
+
+
+def _batches(data, batch_size=8, num=50, seed=1):
+  return data_lib.sample_minibatches(jax.random.key(seed), data, batch_size, num)
+
+
+def test_mean_of_ratios_closed_form():
+  w, data = _problem()
+  batches = _batches(data)
+  a, c = _numpy_draws(w, *map(np.asarray, batches))
+  est = jax.jit(lambda w, b: curvature.batch_sharpness(_loss, w, b))(w, batches)
+  r = a / c
+  np.testing.assert_allclose(est.value, r.mean(), rtol=1e-4)
+  np.testing.assert_allclose(est.stderr, r.std(ddof=1) / np.sqrt(len(r)),
+                             rtol=1e-3)
+  assert int(est.num_draws) == len(r)
+  np.testing.assert_allclose(est.mean_curvature, a.mean(), rtol=1e-4)
+  np.testing.assert_allclose(est.mean_grad_sq_norm, c.mean(), rtol=1e-4)
+
+
+def test_ratio_of_means_closed_form_with_delta_method_se():
+  w, data = _problem(seed=3)
+  batches = _batches(data, seed=4)
+  a, c = _numpy_draws(w, *map(np.asarray, batches))
+  est = curvature.batch_sharpness(_loss, w, batches, estimator="ratio_of_means")
+  k = len(a)
+  cov = np.cov(np.stack([a, c]), ddof=1)
+  rel_var = (cov[0, 0] / a.mean() ** 2 + cov[1, 1] / c.mean() ** 2
+             - 2 * cov[0, 1] / (a.mean() * c.mean())) / k
+  ratio = a.mean() / c.mean()
+  np.testing.assert_allclose(est.value, ratio, rtol=1e-4)
+  np.testing.assert_allclose(est.stderr, ratio * np.sqrt(rel_var), rtol=1e-3)
+  np.testing.assert_allclose(est.rel_se, np.sqrt(rel_var), rtol=1e-3)
+
+
+def test_one_direction_problem_has_exact_sharpness():
+  # Every batch Hessian is s^2 e1 e1^T and every gradient lies along e1, so
+  # each draw's ratio is exactly s^2 whatever the batch.
+  x = jnp.zeros((32, DIM)).at[:, 0].set(3.0)
+  y = jnp.linspace(-1.0, 1.0, 32)
+  est = curvature.batch_sharpness(_loss, jnp.ones(DIM), _batches((x, y)))
+  np.testing.assert_allclose(est.value, 9.0, rtol=1e-5)
+  np.testing.assert_allclose(est.stderr, 0.0, atol=1e-5)
+
+
+def test_chunked_map_equals_vmap():
+  w, data = _problem()
+  batches = _batches(data)
+  full = curvature.batch_sharpness(_loss, w, batches)
+  chunked = curvature.batch_sharpness(_loss, w, batches, chunk_size=7)
+  np.testing.assert_allclose(chunked.value, full.value, rtol=1e-6)
+  np.testing.assert_allclose(chunked.stderr, full.stderr, rtol=1e-5)
+
+
+def test_sharded_draws_give_the_single_device_value():
+  w, data = _problem(n=128)
+  batches = _batches(data, num=64)
+  mesh = jax.make_mesh((8,), ("draws",), axis_types=(jax.sharding.AxisType.Explicit,))
+  sharding = jax.NamedSharding(mesh, jax.P("draws"))
+  sharded = jax.device_put(batches, sharding)
+  fn = jax.jit(lambda w, b: curvature.batch_sharpness(_loss, w, b))
+  single = fn(w, batches)
+  with jax.set_mesh(mesh):
+    multi = fn(w, sharded)
+  assert len(jax.tree.leaves(sharded)[0].sharding.device_set) == 8
+  np.testing.assert_allclose(multi.value, single.value, rtol=1e-6)
+  np.testing.assert_allclose(multi.stderr, single.stderr, rtol=1e-5)
+
+
+def _adaptive_reference(w, data, key, batch_size, chunk, min_draws, max_draws,
+                        rel_tol):
+  """The stopping rule in numpy, on the same keys as the JAX loop."""
+  a_all, c_all = [], []
+  while True:
+    key, draw_key = jax.random.split(key)
+    xb, yb = data_lib.sample_minibatches(draw_key, data, batch_size, chunk)
+    a, c = _numpy_draws(w, np.asarray(xb), np.asarray(yb))
+    a_all += list(a)
+    c_all += list(c)
+    a_arr, c_arr = np.array(a_all), np.array(c_all)
+    k = len(a_arr)
+    if k < min_draws:
+      continue
+    cov = np.cov(np.stack([a_arr, c_arr]), ddof=1)
+    rel_se = np.sqrt((cov[0, 0] / a_arr.mean() ** 2 + cov[1, 1] / c_arr.mean() ** 2
+                      - 2 * cov[0, 1] / (a_arr.mean() * c_arr.mean())) / k)
+    if (k >= min_draws and rel_se < rel_tol) or k >= max_draws:
+      return k, float(np.mean(a_arr / c_arr))
+
+
+@pytest.mark.parametrize("rel_tol,chunk", [(0.05, 5), (0.02, 1), (1e-9, 10)])
+def test_adaptive_stopping_rule_matches_reference(rel_tol, chunk):
+  w, data = _problem(n=64)
+  key = jax.random.key(7)
+  sampler = functools.partial(_sample, data)
+  est = curvature.batch_sharpness_adaptive(
+      _loss, w, sampler, key, min_draws=10, max_draws=60, rel_tol=rel_tol,
+      chunk_size=chunk,
+  )
+  k, value = _adaptive_reference(w, data, key, 4, chunk, 10, 60, rel_tol)
+  assert int(est.num_draws) == k
+  np.testing.assert_allclose(est.value, value, rtol=1e-4)
+  if rel_tol == 1e-9:
+    assert k == 60  # the budget, not the tolerance, stopped it
+
+
+def _sample(data, key, num):
+  return data_lib.sample_minibatches(key, data, 4, num)
+
+
+def test_gni_closed_form():
+  w, data = _problem(n=32)
+  batches = _batches(data, batch_size=8, num=20)
+  x, y = (np.asarray(d, np.float64) for d in data)
+  h = x.T @ x / len(y)
+  full_grad = x.T @ (x @ w - y) / len(y)
+  xb, yb = (np.asarray(b, np.float64) for b in batches)
+  grads = [xi.T @ (xi @ w - yi) / len(yi) for xi, yi in zip(xb, yb)]
+  expected = np.mean([g @ h @ g for g in grads]) / (full_grad @ full_grad)
+  for num_chunks in (1, 4):
+    got = curvature.gni(_loss, w, batches, data, num_chunks=num_chunks)
+    np.testing.assert_allclose(got.value, expected, rtol=1e-4)
+
+
+def test_mismatched_batch_leaves_are_a_named_error():
+  w, (x, y) = _problem()
+  bad = (x[None, :8], y[None, :7])
+  with pytest.raises(ValueError, match="each batch.*disagree"):
+    curvature.batch_sharpness(_loss, w, bad)
+  bad = (jnp.stack([x[:8]] * 3), jnp.stack([y[:8]] * 2))
+  with pytest.raises(ValueError, match="batches disagree"):
+    curvature.batch_sharpness(_loss, w, bad)
+
+
+def test_empty_batches_are_a_named_error():
+  w, (x, y) = _problem()
+  with pytest.raises(ValueError, match="batches is empty"):
+    curvature.batch_sharpness(_loss, w, (x[None, :0][:0], y[None, :0][:0]))
+  with pytest.raises(ValueError, match="each batch is empty"):
+    curvature.batch_sharpness(_loss, w, (x[None, :0], y[None, :0]))
+
+
+def test_non_scalar_loss_and_unknown_estimator_are_named_errors():
+  w, data = _problem()
+  batches = _batches(data)
+  per_example = lambda w, b: (b[0] @ w - b[1]) ** 2
+  with pytest.raises(ValueError, match="loss_fn must return a scalar"):
+    curvature.batch_sharpness(per_example, w, batches)
+  with pytest.raises(ValueError, match="estimator must be one of"):
+    curvature.batch_sharpness(_loss, w, batches, estimator="median")
+
+
+def test_adaptive_budget_must_be_a_multiple_of_the_chunk():
+  w, data = _problem()
+  with pytest.raises(ValueError, match="multiple of chunk_size"):
+    curvature.batch_sharpness_adaptive(
+        _loss, w, functools.partial(_sample, data), jax.random.key(0),
+        max_draws=50, chunk_size=20)

@@ -1,0 +1,134 @@
+"""The EoSS binary end to end: resume after SIGKILL, config locking, claims."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from experiments import eoss
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = ["--config", "experiments/configs/eoss.py:smoke",
+        "--config.num_steps=400", "--config.full_batch_num_steps=200"]
+
+
+def _command(workdir, *extra):
+  return [sys.executable, "-m", "experiments.eoss", *TINY, *extra,
+          "--workdir", str(workdir)]
+
+
+def _run(workdir, *extra):
+  return subprocess.run(_command(workdir, *extra), cwd=ROOT, capture_output=True,
+                        text=True, timeout=600, check=False)
+
+
+def _metrics(workdir):
+  out = {}
+  for name in sorted(os.listdir(os.path.join(workdir, "metrics"))):
+    with open(os.path.join(workdir, "metrics", name)) as f:
+      out[name] = [json.loads(line) for line in f]
+  return out
+
+
+def _wait_for_step(path, step, proc, timeout=300):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if os.path.exists(path):
+      with open(path) as f:
+        steps = [json.loads(line)["step"] for line in f if line.strip()]
+      if steps and max(steps) >= step:
+        return
+    if proc.poll() is not None:
+      raise AssertionError(f"run ended before step {step}: {proc.stderr.read()}")
+    time.sleep(0.02)
+  raise AssertionError(f"step {step} not reached in {timeout} s")
+
+
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
+  straight = tmp_path / "straight"
+  done = _run(straight)
+  assert done.returncode == 0, done.stderr[-3000:]
+
+  resumed = tmp_path / "resumed"
+  with subprocess.Popen(_command(resumed), cwd=ROOT, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True) as proc:
+    first_run = resumed / "metrics" / "lr0.25_b16_seed0.jsonl"
+    _wait_for_step(str(first_run), 150, proc)  # past the step-100 checkpoint
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+  assert proc.returncode == -signal.SIGKILL
+  again = _run(resumed)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "resumed at step" in again.stderr
+
+  assert _metrics(resumed) == _metrics(straight)
+  with open(straight / "report.json") as f:
+    expected = json.load(f)["run_data"]
+  with open(resumed / "report.json") as f:
+    got = json.load(f)["run_data"]
+  assert got["results"] == expected["results"]
+  assert got["checks"] == expected["checks"]
+  # Restarting a finished run resumes every run at its end and changes nothing.
+  third = _run(resumed)
+  assert third.returncode == 0
+  assert _metrics(resumed) == _metrics(straight)
+
+
+def test_mistyped_config_field_is_a_clear_error(tmp_path):
+  out = _run(tmp_path / "wd", "--config.num_stepz=3")
+  assert out.returncode != 0
+  assert "num_stepz" in out.stderr
+  assert not os.path.exists(tmp_path / "wd" / "metrics")
+
+
+def _summary(lr, b, bs, lam):
+  return {"learning_rate": lr, "batch_size": b, "threshold": 2 / lr,
+          "bs_median": bs, "lambda_max_median": lam, "diverged": False,
+          "bs_over_threshold": bs * lr / 2, "lambda_max_over_threshold": lam * lr / 2}
+
+
+class _Config:
+  learning_rates = (0.5,)
+
+
+@pytest.mark.parametrize(
+    "lams,plateau_passes", [((1.0, 2.0, 3.0), True), ((1.0, 3.0, 2.0), False)])
+def test_claim_checks_follow_the_numbers(lams, plateau_passes):
+  summaries = [_summary(0.5, b, 4.0, lam) for b, lam in zip((8, 16, 32), lams)]
+  summaries.append(_summary(0.5, 0, 4.0, 4.6))
+  checks = {c["name"]: c["passed"] for c in eoss.evaluate_claim(summaries, _Config)}
+  assert checks["eta=0.5: lambda_max plateau grows with batch size"] is plateau_passes
+  assert checks["eta=0.5 b=8: median BS in [0.75, 1.15]x2/eta"]
+  assert checks["eta=0.5 b=8: lambda_max < BS"]
+  assert checks["eta=0.5 full batch: curvature along the gradient = 2/eta within 5%"]
+  assert checks["eta=0.5 full batch: lambda_max at or just above 2/eta ([0.95, 1.25]x)"]
+  summaries[0]["bs_over_threshold"] = 0.5
+  checks = {c["name"]: c["passed"] for c in eoss.evaluate_claim(summaries, _Config)}
+  assert not checks["eta=0.5 b=8: median BS in [0.75, 1.15]x2/eta"]
+
+
+@pytest.mark.slow
+def test_smoke_config_writes_report_and_figures(tmp_path):
+  workdir = tmp_path / "smoke"
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.eoss", "--config",
+       "experiments/configs/eoss.py:smoke", "--workdir", str(workdir)],
+      cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+  assert out.returncode == 0, out.stderr[-3000:]
+  with open(workdir / "report.json") as f:
+    report = json.load(f)
+  run_data = report["run_data"]
+  for figure in run_data["figures"]:
+    with open(workdir / figure, "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  summaries = {(s["learning_rate"], s["batch_size"]): s
+               for s in run_data["summaries"]}
+  # Even the smoke run's full-batch GD sits at the edge of stability.
+  assert 0.9 <= summaries[(0.25, 0)]["lambda_max_over_threshold"] <= 1.3
+  assert len(run_data["checks"]) == 5
+  assert report["model_metadata"]["num_params"] == 64 * 32 + 32 + 32 * 32 + 32 + 330
