@@ -129,9 +129,13 @@ def measure_gni(params, data, key, *, batch_size: int, num_draws: int):
   return curvature.gni(mse_loss, params, batches, data).value
 
 
-def run_name(learning_rate: float, batch_size: int, seed: int) -> str:
+def grid_name(learning_rate: float, batch_size: int) -> str:
   batch = "full" if batch_size == 0 else str(batch_size)
-  return f"lr{learning_rate:g}_b{batch}_seed{seed}"
+  return f"lr{learning_rate:g}_b{batch}"
+
+
+def run_name(learning_rate: float, batch_size: int, seed: int) -> str:
+  return f"{grid_name(learning_rate, batch_size)}_seed{seed}"
 
 
 def train_run(config, workdir, data, learning_rate, batch_size, seed):
@@ -347,13 +351,14 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
              plot_plateaus(workdir, summaries, config, data[0].shape[0])]
   results = []
   for s in summaries:
-    name = run_name(s["learning_rate"], s["batch_size"], 0).rsplit("_seed", 1)[0]
     for metric in ("bs_over_threshold", "lambda_max_over_threshold",
                    "gni_median", "final_loss"):
       results.append({
-          "evaluation_name": name, "metric": metric, "score": s[metric],
+          "evaluation_name": grid_name(s["learning_rate"], s["batch_size"]),
+          "metric": metric, "score": s[metric],
           "standard_error": s.get(metric + "_se"),
-          "num_samples": len(config.seeds), "lower_is_better": False,
+          "num_samples": len(config.seeds),
+          "lower_is_better": metric == "final_loss",
       })
   num_params = sum(x.size for x in jax.tree.leaves(
       models.init_mlp(jax.random.key(0), (64, *config.model.hidden, 10))))
