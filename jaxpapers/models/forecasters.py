@@ -1,0 +1,80 @@
+"""Small nnx forecasters that map one lookback window to the next rows.
+
+Both models read a window ``(L, C)`` without batch axis (``jax.vmap`` them)
+relative to its newest row and add that row back to their output, as NLinear
+does: a forecast then moves with the level of the series, so a trend that
+leaves the training range (CO2) stays within reach of a model fitted on
+z-normalised training data. Both are translation-equivariant in time-series
+level: adding a constant to every row of the window adds it to the forecast.
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+
+def moving_average(x_LxC: jax.Array, kernel: int) -> jax.Array:
+  """Centred moving average over rows with edge replication (DLinear's trend).
+
+  The window is padded with ``(kernel - 1) // 2`` copies of its first row in
+  front and the rest of ``kernel - 1`` copies of its last row behind, so the
+  output keeps the ``L`` rows of the input.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> moving_average(jnp.array([[0.0], [3.0], [6.0]]), 3)[:, 0]
+    Array([1., 3., 5.], dtype=float32)
+  """
+  num_rows = x_LxC.shape[0]
+  if not 1 <= kernel <= num_rows:
+    raise ValueError(f"kernel must lie in [1, L={num_rows}], got {kernel}.")
+  front = (kernel - 1) // 2
+  padded = jnp.concatenate([jnp.repeat(x_LxC[:1], front, axis=0), x_LxC,
+                            jnp.repeat(x_LxC[-1:], kernel - 1 - front, axis=0)])
+  sums = jnp.cumsum(padded, axis=0)
+  sums = jnp.concatenate([jnp.zeros_like(sums[:1]), sums])
+  return (sums[kernel:] - sums[:-kernel]) / kernel
+
+
+class DLinear(nnx.Module):
+  """DLinear-style linear forecaster: trend/remainder split, one linear map each.
+
+  The window (relative to its newest row) is split into a moving-average trend
+  and the remainder; each part is flattened and mapped linearly to the
+  ``out_rows x C`` forecast, so channels may mix (for a single channel this
+  is DLinear). The model is linear in the window.
+  """
+
+  def __init__(self, lookback: int, channels: int, out_rows: int, *,
+               moving_average: int = 25, rngs: nnx.Rngs):
+    self.out_rows = out_rows
+    self.kernel = min(moving_average, lookback)
+    self.trend = nnx.Linear(lookback * channels, out_rows * channels, rngs=rngs)
+    self.remainder = nnx.Linear(lookback * channels, out_rows * channels,
+                                rngs=rngs)
+
+  def __call__(self, window_LxC: jax.Array) -> jax.Array:
+    newest = window_LxC[-1:]
+    x = window_LxC - newest
+    trend = moving_average(x, self.kernel)
+    out = self.trend(trend.reshape(-1)) + self.remainder((x - trend).reshape(-1))
+    return out.reshape(self.out_rows, -1) + newest
+
+
+class MLPForecaster(nnx.Module):
+  """An MLP on the flattened window (GELU), relative to the newest row."""
+
+  def __init__(self, lookback: int, channels: int, out_rows: int, *,
+               hidden: tuple[int, int] = (128, 128), rngs: nnx.Rngs):
+    if len(hidden) != 2:
+      raise ValueError(f"hidden must hold two widths, got {hidden}.")
+    self.out_rows = out_rows
+    self.hidden1 = nnx.Linear(lookback * channels, hidden[0], rngs=rngs)
+    self.hidden2 = nnx.Linear(hidden[0], hidden[1], rngs=rngs)
+    self.out = nnx.Linear(hidden[1], out_rows * channels, rngs=rngs)
+
+  def __call__(self, window_LxC: jax.Array) -> jax.Array:
+    newest = window_LxC[-1:]
+    h = jax.nn.gelu(self.hidden1((window_LxC - newest).reshape(-1)))
+    h = jax.nn.gelu(self.hidden2(h))
+    return self.out(h).reshape(self.out_rows, -1) + newest
