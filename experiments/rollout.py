@@ -412,6 +412,13 @@ def plot_lambda_sweep(workdir, settings, summaries):
 
 def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
   del rng  # every run derives its keys from its own seed
+  if (config.train.num_steps % config.log_every
+      or config.checkpoint_every % config.log_every):
+    raise ValueError(
+        "train.num_steps and checkpoint_every must be multiples of log_every"
+        f" (the training chunk); got {config.train.num_steps},"
+        f" {config.checkpoint_every}, {config.log_every}."
+    )
   summaries, settings, provenance = [], [], []
   for dataset in config.datasets:
     task = load_task(dataset, config)
