@@ -462,9 +462,11 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
       " report.json run_data.summaries and lambda_sweep.png.",
       "Training cost per step is measured by `python -m benchmarks.rollout`"
       " (TF + JVP vs TF vs k-step unrolling).",
-      "Spec deviations for the CPU budget: 1500 steps (spec 3000), MLP 2x64"
-      " (spec 2x128), no early stopping, no GRU; gradients clipped at global"
-      " norm 1 for every method.",
+      f"Spec deviations for the CPU budget: {config.train.num_steps} steps"
+      f" (spec 3000), MLP {'x'.join(map(str, config.model.hidden))} (spec"
+      " 128x128), no early stopping, no GRU; gradients clipped at global norm"
+      f" {config.train.clip_norm:g} for every method; k-step unrolling with"
+      f" k in {tuple(config.unroll_ks)} (spec: k = 2).",
   ]
   notes += [f"{x['dataset']}/{x['model']}/{x['method']}: non-finite test"
             " error (diverged)" for x in summaries

@@ -8,9 +8,10 @@ z-normalised training data. Both are translation-equivariant in time-series
 level: adding a constant to every row of the window adds it to the forecast.
 """
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
-from flax import nnx
+import numpy as np
 
 
 def moving_average(x_LxC: jax.Array, kernel: int) -> jax.Array:
@@ -18,7 +19,8 @@ def moving_average(x_LxC: jax.Array, kernel: int) -> jax.Array:
 
   The window is padded with ``(kernel - 1) // 2`` copies of its first row in
   front and the rest of ``kernel - 1`` copies of its last row behind, so the
-  output keeps the ``L`` rows of the input.
+  output keeps the ``L`` rows of the input. Applied as one constant ``(L, L)``
+  matrix: a matmul is far cheaper on CPU than XLA's cumulative sums.
 
   Example:
     >>> import jax.numpy as jnp
@@ -28,12 +30,17 @@ def moving_average(x_LxC: jax.Array, kernel: int) -> jax.Array:
   num_rows = x_LxC.shape[0]
   if not 1 <= kernel <= num_rows:
     raise ValueError(f"kernel must lie in [1, L={num_rows}], got {kernel}.")
+  return jnp.asarray(_averaging_matrix(num_rows, kernel), x_LxC.dtype) @ x_LxC
+
+
+def _averaging_matrix(num_rows: int, kernel: int) -> np.ndarray:
   front = (kernel - 1) // 2
-  padded = jnp.concatenate([jnp.repeat(x_LxC[:1], front, axis=0), x_LxC,
-                            jnp.repeat(x_LxC[-1:], kernel - 1 - front, axis=0)])
-  sums = jnp.cumsum(padded, axis=0)
-  sums = jnp.concatenate([jnp.zeros_like(sums[:1]), sums])
-  return (sums[kernel:] - sums[:-kernel]) / kernel
+  padded_rows = np.concatenate([np.zeros(front, np.int64), np.arange(num_rows),
+                                np.full(kernel - 1 - front, num_rows - 1)])
+  matrix = np.zeros((num_rows, num_rows))
+  for i in range(num_rows):
+    np.add.at(matrix[i], padded_rows[i:i + kernel], 1.0 / kernel)
+  return matrix
 
 
 class DLinear(nnx.Module):
