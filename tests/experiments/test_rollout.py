@@ -4,16 +4,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 
 from experiments import rollout
+from experiments import testing
 from experiments.configs import rollout as rollout_config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--config", "experiments/configs/rollout.py:smoke",
         "--config.datasets=('lorenz96',)", "--config.models=('mlp',)",
         "--config.seeds=(0,)", "--config.lams=(0.1,)", "--config.unroll_ks=()",
@@ -21,36 +19,8 @@ TINY = ["--config", "experiments/configs/rollout.py:smoke",
         "--config.log_every=25", "--config.checkpoint_every=50"]
 
 
-def _command(workdir, *extra):
-  return [sys.executable, "-m", "experiments.rollout", *TINY, *extra,
-          "--workdir", str(workdir)]
-
-
 def _run(workdir, *extra):
-  return subprocess.run(_command(workdir, *extra), cwd=ROOT, capture_output=True,
-                        text=True, timeout=600, check=False)
-
-
-def _metrics(workdir):
-  out = {}
-  for name in sorted(os.listdir(os.path.join(workdir, "metrics"))):
-    with open(os.path.join(workdir, "metrics", name)) as f:
-      out[name] = [json.loads(line) for line in f]
-  return out
-
-
-def _wait_for_step(path, step, proc, timeout=300):
-  deadline = time.monotonic() + timeout
-  while time.monotonic() < deadline:
-    if os.path.exists(path):
-      with open(path) as f:
-        steps = [json.loads(line)["step"] for line in f if line.strip()]
-      if steps and max(steps) >= step:
-        return
-    if proc.poll() is not None:
-      raise AssertionError(f"run ended before step {step}: {proc.stderr.read()}")
-    time.sleep(0.02)
-  raise AssertionError(f"step {step} not reached in {timeout} s")
+  return testing.run("rollout", [*TINY, *extra], workdir)
 
 
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
@@ -59,10 +29,11 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   assert done.returncode == 0, done.stderr[-3000:]
 
   resumed = tmp_path / "resumed"
-  with subprocess.Popen(_command(resumed), cwd=ROOT, stdout=subprocess.DEVNULL,
+  with subprocess.Popen(testing.command("rollout", TINY, resumed),
+                        cwd=testing.ROOT, stdout=subprocess.DEVNULL,
                         stderr=subprocess.PIPE, text=True) as proc:
     first_group = resumed / "metrics" / "lorenz96_mlp_penalty.jsonl"
-    _wait_for_step(str(first_group), 75, proc)  # past the step-50 checkpoint
+    testing.wait_for_step(str(first_group), 75, proc)  # past the step-50 checkpoint
     assert proc.poll() is None, "the run finished before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -71,7 +42,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   assert again.returncode == 0, again.stderr[-3000:]
   assert "resumed at step" in again.stderr
 
-  assert _metrics(resumed) == _metrics(straight)
+  assert testing.read_metrics(resumed) == testing.read_metrics(straight)
   with open(straight / "report.json") as f:
     expected = json.load(f)["run_data"]
   with open(resumed / "report.json") as f:
@@ -80,7 +51,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   assert got["checks"] == expected["checks"]
   # TF (lambda = 0) and the penalty run share init and batches, so they
   # differ only through the penalty, which they must.
-  penalty_log = _metrics(straight)["lorenz96_mlp_penalty.jsonl"]
+  penalty_log = testing.read_metrics(straight)["lorenz96_mlp_penalty.jsonl"]
   tf_loss, jvp_loss = penalty_log[0]["task_loss"]
   assert tf_loss != jvp_loss
   assert penalty_log[0]["penalty"][1] > 0
@@ -136,10 +107,8 @@ def test_summaries_average_members_of_each_lambda_over_seeds():
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
   workdir = tmp_path / "smoke"
-  out = subprocess.run(
-      [sys.executable, "-m", "experiments.rollout", "--config",
-       "experiments/configs/rollout.py:smoke", "--workdir", str(workdir)],
-      cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+  out = testing.run("rollout", ["--config",
+                                "experiments/configs/rollout.py:smoke"], workdir)
   assert out.returncode == 0, out.stderr[-3000:]
   with open(workdir / "report.json") as f:
     report = json.load(f)
