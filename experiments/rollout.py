@@ -300,6 +300,8 @@ def summarize(group: Group, record: dict[str, Any], task: Task) -> list[dict]:
       per_metric[f"test_mae_h{h}"] = test_mae[:, h - 1]
     for name, values in per_metric.items():
       summary[name], summary[name + "_se"] = _mean_se(values)
+    # Seed order is the group's, so runs of one seed pair up across methods.
+    summary["test_mse_longest_per_seed"] = test_mse[:, -1].tolist()
     out.append(summary)
   return out
 
@@ -323,7 +325,9 @@ def evaluate_claim(settings: list[dict]) -> list[dict]:
   """Checks per (series, model) and overall; ``settings`` from :func:`main`.
 
   Each setting holds ``dataset, model, longest, tf, jvp`` with ``tf`` and
-  ``jvp`` (lambda chosen on validation) summaries.
+  ``jvp`` (lambda chosen on validation) summaries. TF and penalty runs of a
+  seed share initialisation and batches, so the detail also gives the paired
+  difference over seeds.
   """
   checks, wins, similar = [], 0, 0
   for s in settings:
@@ -336,7 +340,8 @@ def evaluate_claim(settings: list[dict]) -> list[dict]:
         "name": f"{s['dataset']}/{s['model']}: TF+JVP (lambda={jvp['lam']:g},"
                 f" chosen on val) < TF, test MSE at h={h}",
         "passed": won,
-        "detail": f"{_pm(jvp, key)} vs TF {_pm(tf, key)}",
+        "detail": f"{_pm(jvp, key)} vs TF {_pm(tf, key)}; paired"
+                  f" difference {_paired_difference(jvp, tf)}",
     })
     similar += bool(jvp["test_mse_h1"] <= ONE_STEP_TOLERANCE * tf["test_mse_h1"])
   n = len(settings)
@@ -353,6 +358,13 @@ def evaluate_claim(settings: list[dict]) -> list[dict]:
       "detail": f"{similar} of {n} settings",
   })
   return checks
+
+
+def _paired_difference(a, b):
+  diff = (np.asarray(a["test_mse_longest_per_seed"])
+          - np.asarray(b["test_mse_longest_per_seed"]))
+  mean, se = _mean_se(diff)
+  return f"{mean:.3g}" + (f" +- {se:.2g}" if se is not None else "")
 
 
 def _pm(summary, key):
@@ -391,20 +403,24 @@ def plot_error_vs_horizon(workdir, settings, summaries):
 def plot_lambda_sweep(workdir, settings, summaries):
   """F2: longest-horizon test MSE vs lambda (TF as the dashed line)."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, len(settings), squeeze=False,
-                           figsize=(2.6 * len(settings), 2.6))
-  for ax, s in zip(axes[0], settings):
+  datasets = list(dict.fromkeys(s["dataset"] for s in settings))
+  models = list(dict.fromkeys(s["model"] for s in settings))
+  fig, axes = plt.subplots(len(datasets), len(models), squeeze=False,
+                           figsize=(3.4 * len(models), 2.5 * len(datasets)))
+  for s in settings:
+    ax = axes[datasets.index(s["dataset"]), models.index(s["model"])]
     key = f"test_mse_h{s['longest']}"
     sweep = sorted((x for x in summaries if x["dataset"] == s["dataset"]
                     and x["model"] == s["model"]
                     and x["method"].startswith("jvp")), key=lambda x: x["lam"])
     ax.errorbar([x["lam"] for x in sweep], [x[key] for x in sweep],
-                yerr=[x.get(key + "_se") or 0.0 for x in sweep], fmt="o-")
+                yerr=[x.get(key + "_se") or 0.0 for x in sweep], fmt="o-",
+                label="TF + JVP")
     ax.axhline(s["tf"][key], color="k", ls="--", lw=1, label="TF")
     ax.set_xscale("log")
-    ax.set_title(f"{s['dataset']}/{s['model']}, h={s['longest']}", fontsize=8)
+    ax.set_title(f"{s['dataset']} / {s['model']}", fontsize=9)
     ax.set_xlabel("$\\lambda$")
-  axes[0, 0].set_ylabel("test MSE")
+    ax.set_ylabel(f"test MSE, h={s['longest']}")
   axes[0, 0].legend(fontsize=7)
   fig.tight_layout()
   return workdir.save_figure(fig, "lambda_sweep")
@@ -468,6 +484,14 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
       f" {config.train.clip_norm:g} for every method; k-step unrolling with"
       f" k in {tuple(config.unroll_ks)} (spec: k = 2).",
   ]
+  top = max(config.lams, default=0.0)
+  at_top = [f"{s['dataset']}/{s['model']}" for s in settings
+            if s["jvp"]["lam"] == top]
+  if at_top:
+    notes.append(
+        f"Validation chose the largest lambda of the sweep ({top:g}) in"
+        f" {len(at_top)} of {len(settings)} settings ({', '.join(at_top)});"
+        " larger values were not tried.")
   notes += [f"{x['dataset']}/{x['model']}/{x['method']}: non-finite test"
             " error (diverged)" for x in summaries
             if not np.isfinite(x["test_mse_h1"])]

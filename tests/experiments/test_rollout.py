@@ -60,7 +60,8 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
 def _summary(method, lam, mse_h1, mse_long, val=1.0):
   return {"method": method, "lam": lam, "val_mse": val, "test_mse_h1": mse_h1,
           "test_mse_h1_se": 0.01, "test_mse_h20": mse_long,
-          "test_mse_h20_se": 0.1}
+          "test_mse_h20_se": 0.1,
+          "test_mse_longest_per_seed": [mse_long - 0.1, mse_long + 0.1]}
 
 
 def test_lambda_is_chosen_on_validation_among_penalized_runs():
@@ -83,6 +84,7 @@ def test_claim_checks_follow_the_numbers(jvp_long, jvp_h1, wins, similar):
   checks = rollout.evaluate_claim(settings)
   assert [c["passed"] for c in checks] == [wins, wins, similar]
   assert "lambda=1, chosen on val" in checks[0]["name"]
+  assert f"paired difference {jvp_long - 2.0:.3g} +- 0" in checks[0]["detail"]
 
 
 def test_summaries_average_members_of_each_lambda_over_seeds():
@@ -102,6 +104,7 @@ def test_summaries_average_members_of_each_lambda_over_seeds():
   np.testing.assert_allclose(tf["test_mse_h22_se"],
                              np.std(test_mse[:2, 21], ddof=1) / np.sqrt(2))
   assert summaries[2]["val_mse"] == 4.5 and summaries[2]["num_seeds"] == 2
+  assert summaries[1]["test_mse_longest_per_seed"] == [65.0, 87.0]
 
 
 @pytest.mark.slow
