@@ -209,30 +209,41 @@ def make_train_chunk(group: Group, graphdef, config):
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "vpt_threshold"))
-def evaluate(params, val, test, *, graphdef, vpt_threshold: float):
-  """Free-running errors of every member: per-step test MSE/MAE, val MSE, VPT."""
+def evaluate_run(params, val, test, *, graphdef, vpt_threshold: float):
+  """Free-running errors of one run: per-step test MSE/MAE, val MSE, VPT."""
   predict = _predict_fn(graphdef)
 
-  def rollouts(member_params, contexts, horizon):
+  def rollouts(contexts, horizon):
     return jax.vmap(lambda c: losses.free_running_rollout(
-        predict, member_params, c, horizon))(contexts)
+        predict, params, c, horizon))(contexts)
 
-  def one(member_params):
-    test_rollouts = rollouts(member_params, test[0], test[1].shape[1])
-    test_errors = losses.horizon_errors(test_rollouts, test[1])
-    val_errors = losses.horizon_errors(
-        rollouts(member_params, val[0], val[1].shape[1]), val[1])
-    # Valid prediction time: steps until the channel-RMS error of a window
-    # first exceeds the threshold (in units of the training std).
-    rms_NxH = jnp.sqrt(jnp.mean(jnp.square(test_rollouts - test[1]), axis=-1))
-    exceeded = rms_NxH > vpt_threshold
-    vpt = jnp.where(jnp.any(exceeded, axis=1), jnp.argmax(exceeded, axis=1),
-                    exceeded.shape[1])
-    return {"test_mse": test_errors.mse, "test_mae": test_errors.mae,
-            "val_mse": val_errors.mse[-1],
-            "vpt": jnp.mean(vpt.astype(jnp.float32))}
+  test_rollouts = rollouts(test[0], test[1].shape[1])
+  test_errors = losses.horizon_errors(test_rollouts, test[1])
+  val_errors = losses.horizon_errors(rollouts(val[0], val[1].shape[1]), val[1])
+  # Valid prediction time: steps until the channel-RMS error of a window
+  # first exceeds the threshold (in units of the training std).
+  rms_NxH = jnp.sqrt(jnp.mean(jnp.square(test_rollouts - test[1]), axis=-1))
+  exceeded = rms_NxH > vpt_threshold
+  vpt = jnp.where(jnp.any(exceeded, axis=1), jnp.argmax(exceeded, axis=1),
+                  exceeded.shape[1])
+  return {"test_mse": test_errors.mse, "test_mae": test_errors.mae,
+          "val_mse": val_errors.mse[-1],
+          "vpt": jnp.mean(vpt.astype(jnp.float32))}
 
-  return jax.vmap(one)(params)
+
+def evaluate(params, task: Task, graphdef, config) -> dict[str, np.ndarray]:
+  """:func:`evaluate_run` of every member, stacked along the first axis.
+
+  One run at a time: every group of a (series, model) then shares one
+  compiled evaluation, whatever its number of members.
+  """
+  val = tuple(map(jnp.asarray, task.val))
+  test = tuple(map(jnp.asarray, task.test))
+  num_members = jax.tree.leaves(params)[0].shape[0]
+  records = [jax.device_get(evaluate_run(
+      jax.tree.map(lambda x, i=i: x[i], params), val, test, graphdef=graphdef,
+      vpt_threshold=config.vpt_threshold)) for i in range(num_members)]
+  return jax.tree.map(lambda *xs: np.stack(xs), *records)
 
 
 def train_group(group: Group, task: Task, config, workdir) -> dict[str, Any]:
@@ -263,10 +274,7 @@ def train_group(group: Group, task: Task, config, workdir) -> dict[str, Any]:
     step = int(state.step)
     scalars = jax.device_get(stats)
     if step >= num_steps:
-      scalars.update(jax.device_get(evaluate(
-          state.params, tuple(map(jnp.asarray, task.val)),
-          tuple(map(jnp.asarray, task.test)), graphdef=graphdef,
-          vpt_threshold=config.vpt_threshold)))
+      scalars.update(evaluate(state.params, task, graphdef, config))
     metrics.write(step, **scalars)
     if step % config.checkpoint_every == 0 or step >= num_steps:
       ckpt.save(step, state)
