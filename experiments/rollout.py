@@ -380,19 +380,34 @@ def _pm(summary, key):
   return f"{summary[key]:.4g}" + (f" +- {se:.2g}" if se is not None else "")
 
 
-def plot_error_vs_horizon(workdir, settings, summaries):
-  """F1: free-running test MSE vs horizon, one panel per (series, model)."""
+def _of_setting(summaries, setting, prefix):
+  return [x for x in summaries if x["dataset"] == setting["dataset"]
+          and x["model"] == setting["model"] and x["method"].startswith(prefix)]
+
+
+def _headline(setting, summaries):
+  """TF, TF + JVP at the chosen lambda, and every unrolled baseline."""
+  return [setting["tf"], setting["jvp"]] + _of_setting(summaries, setting,
+                                                       "unroll")
+
+
+def _panels(settings, width, height):
+  """A figure with one panel per setting: series down, models across."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   datasets = list(dict.fromkeys(s["dataset"] for s in settings))
   models = list(dict.fromkeys(s["model"] for s in settings))
   fig, axes = plt.subplots(len(datasets), len(models), squeeze=False,
-                           figsize=(4.2 * len(models), 2.8 * len(datasets)))
-  for s in settings:
-    ax = axes[datasets.index(s["dataset"]), models.index(s["model"])]
-    shown = [s["tf"], s["jvp"]] + [
-        x for x in summaries if x["dataset"] == s["dataset"]
-        and x["model"] == s["model"] and x["method"].startswith("unroll")]
-    for i, summary in enumerate(shown):
+                           figsize=(width * len(models), height * len(datasets)))
+  panels = [axes[datasets.index(s["dataset"]), models.index(s["model"])]
+            for s in settings]
+  return fig, panels
+
+
+def plot_error_vs_horizon(workdir, settings, summaries):
+  """F1: free-running test MSE vs horizon, one panel per (series, model)."""
+  fig, panels = _panels(settings, 4.2, 2.8)
+  for ax, s in zip(panels, settings):
+    for i, summary in enumerate(_headline(s, summaries)):
       curve = summary["mse_curve"]
       label = summary["method"]
       if summary is s["jvp"]:
@@ -410,17 +425,10 @@ def plot_error_vs_horizon(workdir, settings, summaries):
 
 def plot_lambda_sweep(workdir, settings, summaries):
   """F2: longest-horizon test MSE vs lambda (TF as the dashed line)."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  datasets = list(dict.fromkeys(s["dataset"] for s in settings))
-  models = list(dict.fromkeys(s["model"] for s in settings))
-  fig, axes = plt.subplots(len(datasets), len(models), squeeze=False,
-                           figsize=(3.4 * len(models), 2.5 * len(datasets)))
-  for s in settings:
-    ax = axes[datasets.index(s["dataset"]), models.index(s["model"])]
+  fig, panels = _panels(settings, 3.4, 2.5)
+  for ax, s in zip(panels, settings):
     key = f"test_mse_h{s['longest']}"
-    sweep = sorted((x for x in summaries if x["dataset"] == s["dataset"]
-                    and x["model"] == s["model"]
-                    and x["method"].startswith("jvp")), key=lambda x: x["lam"])
+    sweep = sorted(_of_setting(summaries, s, "jvp"), key=lambda x: x["lam"])
     ax.errorbar([x["lam"] for x in sweep], [x[key] for x in sweep],
                 yerr=[x.get(key + "_se") or 0.0 for x in sweep], fmt="o-",
                 label="TF + JVP")
@@ -429,7 +437,7 @@ def plot_lambda_sweep(workdir, settings, summaries):
     ax.set_title(f"{s['dataset']} / {s['model']}", fontsize=9)
     ax.set_xlabel("$\\lambda$")
     ax.set_ylabel(f"test MSE, h={s['longest']}")
-  axes[0, 0].legend(fontsize=7)
+  panels[0].legend(fontsize=7)
   fig.tight_layout()
   return workdir.save_figure(fig, "lambda_sweep")
 
@@ -465,10 +473,7 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
   results = []
   for s in settings:
     task_horizons = config.tasks[s["dataset"]].horizons
-    shown = [s["tf"], s["jvp"]] + [
-        x for x in summaries if x["dataset"] == s["dataset"]
-        and x["model"] == s["model"] and x["method"].startswith("unroll")]
-    for summary in shown:
+    for summary in _headline(s, summaries):
       name = f"{s['dataset']}/{s['model']}/{summary['method']}"
       metrics = [f"test_mse_h{h}" for h in task_horizons]
       if s["dataset"] == "lorenz96":
