@@ -9,3 +9,6 @@ from jaxpapers.models.transformer import MLP
 from jaxpapers.models.transformer import next_token_loss
 from jaxpapers.models.transformer import Transformer
 from jaxpapers.models.transformer import TransformerConfig
+from jaxpapers.models.forecasters import DLinear
+from jaxpapers.models.forecasters import MLPForecaster
+from jaxpapers.models.forecasters import moving_average

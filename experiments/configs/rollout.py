@@ -1,0 +1,85 @@
+r"""Rollout consistency on real series: TF vs TF + JVP penalty vs k-step unrolling.
+
+Default (about 10 min on 2 idle CPU cores)::
+
+  python -m experiments.rollout --config experiments/configs/rollout.py
+
+Smoke test (under a minute)::
+
+  python -m experiments.rollout --config experiments/configs/rollout.py:smoke
+
+Setup from the rollout-consistency spec (a reconstruction; the paper's text
+was not available) and issue 4: one-step forecasters (P_out = P = 1) on
+statsmodels' co2, sunspots and elnino series and a generated Lorenz-96
+system, split 70/10/20 in time and z-normalised with training statistics.
+Each forecaster is trained with teacher forcing (lambda = 0), teacher forcing
+plus lambda * L_JVP for each lambda of the sweep, and k-step unrolled
+training; free-running test MSE is reported at several horizons, mean and
+standard error over seeds. Budget cuts against the spec (3000 steps, MLP
+2x128): 1500 steps and MLP 2x64.
+"""
+
+import ml_collections
+
+
+def _task(lookback: int, horizons: tuple[int, ...], *, test_stride: int = 1):
+  task = ml_collections.ConfigDict()
+  task.lookback = lookback
+  task.horizons = horizons  # the middle one selects lambda on validation
+  task.test_stride = test_stride  # between first truth rows of test windows
+  return task
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """Returns the config; ``arg="smoke"`` gives a sub-minute run."""
+  config = ml_collections.ConfigDict()
+  config.seed = 0
+  config.seeds = (0, 1, 2)
+
+  config.datasets = ("co2", "sunspots", "elnino", "lorenz96")
+  config.tasks = ml_collections.ConfigDict()
+  config.tasks.co2 = _task(104, (1, 52, 104, 208))  # weeks
+  config.tasks.sunspots = _task(24, (1, 11, 22))  # years: one, two cycles
+  config.tasks.elnino = _task(24, (1, 6, 12, 24))  # months
+  # Lorenz-96 is Markov in its full state: a short window suffices. Its
+  # largest Lyapunov exponent is about 1.2-1.7 per time unit, so 20 steps of
+  # 0.05 time units already approach the error saturation.
+  config.tasks.lorenz96 = _task(8, (1, 5, 10, 20), test_stride=2)
+  config.lorenz96 = ml_collections.ConfigDict()
+  config.lorenz96.num_samples = 5000
+  config.lorenz96.num_dims = 8
+  config.lorenz96.noise = 0.01
+  config.lorenz96.seed = 0
+
+  config.models = ("dlinear", "mlp")
+  config.model = ml_collections.ConfigDict()
+  config.model.moving_average = 25  # DLinear's trend kernel (capped at L)
+  config.model.hidden = (64, 64)  # MLP widths
+
+  config.lams = (1e-3, 1e-2, 1e-1, 1.0)  # lambda = 0 (teacher forcing) is added
+  config.unroll_ks = (4, 8)
+
+  config.train = ml_collections.ConfigDict()
+  config.train.num_steps = 1500
+  config.train.batch_size = 64
+  config.train.learning_rate = 1e-3
+  config.train.weight_decay = 1e-4
+  config.train.clip_norm = 1.0  # unrolled losses on chaotic data spike
+  config.log_every = 250
+  config.checkpoint_every = 500
+
+  config.vpt_threshold = 0.4  # valid prediction time (Lorenz-96 only)
+
+  if arg == "smoke":
+    config.seeds = (0, 1)
+    config.datasets = ("sunspots", "lorenz96")
+    config.lorenz96.num_samples = 1500
+    config.lams = (1e-2, 1.0)
+    config.unroll_ks = (4,)
+    config.model.hidden = (32, 32)
+    config.train.num_steps = 200
+    config.log_every = 50
+    config.checkpoint_every = 100
+  elif arg:
+    raise ValueError(f"unknown config argument {arg!r}; expected 'smoke' or none.")
+  return config

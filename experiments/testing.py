@@ -1,0 +1,54 @@
+"""End-to-end test helpers for experiment binaries: run, kill at a step, read back.
+
+Each helper launches ``python -m experiments.<name>`` from the repository
+root, as a user would, so tests exercise flag parsing, checkpoints and the
+report exactly as a real run does.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def command(name: str, args: Sequence[str], workdir: Any) -> list[str]:
+  """The command line of ``experiments.<name>`` with ``args`` into ``workdir``."""
+  return [sys.executable, "-m", f"experiments.{name}", *args, "--workdir",
+          str(workdir)]
+
+
+def run(name: str, args: Sequence[str], workdir: Any,
+        timeout: float = 600) -> subprocess.CompletedProcess:
+  """Runs the binary to completion; returns the finished process (no raise)."""
+  return subprocess.run(command(name, args, workdir), cwd=ROOT,
+                        capture_output=True, text=True, timeout=timeout,
+                        check=False)
+
+
+def read_metrics(workdir: Any) -> dict[str, list[dict[str, Any]]]:
+  """Every ``metrics/<run>.jsonl`` of a workdir, by file name."""
+  out = {}
+  for name in sorted(os.listdir(os.path.join(workdir, "metrics"))):
+    with open(os.path.join(workdir, "metrics", name)) as f:
+      out[name] = [json.loads(line) for line in f]
+  return out
+
+
+def wait_for_step(path: str, step: int, proc: subprocess.Popen,
+                  timeout: float = 300) -> None:
+  """Blocks until the JSONL file at ``path`` holds a record at ``step`` or later."""
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if os.path.exists(path):
+      with open(path) as f:
+        steps = [json.loads(line)["step"] for line in f if line.strip()]
+      if steps and max(steps) >= step:
+        return
+    if proc.poll() is not None:
+      raise AssertionError(f"run ended before step {step}: {proc.stderr.read()}")
+    time.sleep(0.02)
+  raise AssertionError(f"step {step} not reached in {timeout} s")

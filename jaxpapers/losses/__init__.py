@@ -1,0 +1,8 @@
+"""Losses and penalties: rollout consistency for forecasters."""
+
+from jaxpapers.losses.rollout_consistency import free_running_rollout
+from jaxpapers.losses.rollout_consistency import horizon_errors
+from jaxpapers.losses.rollout_consistency import HorizonErrors
+from jaxpapers.losses.rollout_consistency import rollout_consistency
+from jaxpapers.losses.rollout_consistency import rollout_consistency_exact
+from jaxpapers.losses.rollout_consistency import shift_feedback
