@@ -7,6 +7,7 @@ report exactly as a real run does.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,3 +53,22 @@ def wait_for_step(path: str, step: int, proc: subprocess.Popen,
       raise AssertionError(f"run ended before step {step}: {proc.stderr.read()}")
     time.sleep(0.02)
   raise AssertionError(f"step {step} not reached in {timeout} s")
+
+
+def kill_after_step(name: str, args: Sequence[str], workdir: Any,
+                    metrics_file: str, step: int) -> None:
+  """Starts the binary and SIGKILLs it once ``metrics/<metrics_file>`` reaches ``step``.
+
+  Raises ``AssertionError`` if the run ends before it can be killed, so a
+  resume test never silently tests an uninterrupted run.
+  """
+  with subprocess.Popen(command(name, args, workdir), cwd=ROOT,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                        text=True) as proc:
+    wait_for_step(os.path.join(str(workdir), "metrics", metrics_file), step, proc)
+    if proc.poll() is not None:
+      raise AssertionError("the run finished before it could be killed")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+  if proc.returncode != -signal.SIGKILL:
+    raise AssertionError(f"expected death by SIGKILL, got {proc.returncode}")

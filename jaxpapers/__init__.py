@@ -5,9 +5,11 @@ Areas are organised by what things are; each re-exports its public names:
 * :mod:`jaxpapers.curvature` -- Hessian-vector products, Lanczos / power
   iteration, Batch Sharpness and GNI (Edge of Stochastic Stability).
 * :mod:`jaxpapers.optim` -- optax transforms.
+* :mod:`jaxpapers.losses` -- losses and regularisers (rollout consistency).
 * :mod:`jaxpapers.data` -- data sets that ship inside pip packages, and
   mini-batch sampling as a pure function of a key.
-* :mod:`jaxpapers.models` -- small reference models as pure functions.
+* :mod:`jaxpapers.models` -- small reference models (pure MLP, nnx transformer
+  LM with a swappable FFN, forecasters).
 """
 
 __version__ = "0.1.0"

@@ -2,50 +2,18 @@
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
 from experiments import eoss
+from experiments import testing
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--config", "experiments/configs/eoss.py:smoke",
         "--config.num_steps=400", "--config.full_batch_num_steps=200"]
 
 
-def _command(workdir, *extra):
-  return [sys.executable, "-m", "experiments.eoss", *TINY, *extra,
-          "--workdir", str(workdir)]
-
-
 def _run(workdir, *extra):
-  return subprocess.run(_command(workdir, *extra), cwd=ROOT, capture_output=True,
-                        text=True, timeout=600, check=False)
-
-
-def _metrics(workdir):
-  out = {}
-  for name in sorted(os.listdir(os.path.join(workdir, "metrics"))):
-    with open(os.path.join(workdir, "metrics", name)) as f:
-      out[name] = [json.loads(line) for line in f]
-  return out
-
-
-def _wait_for_step(path, step, proc, timeout=300):
-  deadline = time.monotonic() + timeout
-  while time.monotonic() < deadline:
-    if os.path.exists(path):
-      with open(path) as f:
-        steps = [json.loads(line)["step"] for line in f if line.strip()]
-      if steps and max(steps) >= step:
-        return
-    if proc.poll() is not None:
-      raise AssertionError(f"run ended before step {step}: {proc.stderr.read()}")
-    time.sleep(0.02)
-  raise AssertionError(f"step {step} not reached in {timeout} s")
+  return testing.run("eoss", [*TINY, *extra], workdir)
 
 
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
@@ -54,19 +22,13 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   assert done.returncode == 0, done.stderr[-3000:]
 
   resumed = tmp_path / "resumed"
-  with subprocess.Popen(_command(resumed), cwd=ROOT, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE, text=True) as proc:
-    first_run = resumed / "metrics" / "lr0.25_b16_seed0.jsonl"
-    _wait_for_step(str(first_run), 150, proc)  # past the step-100 checkpoint
-    assert proc.poll() is None, "the run finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-  assert proc.returncode == -signal.SIGKILL
+  # Step 150 is past the step-100 checkpoint.
+  testing.kill_after_step("eoss", TINY, resumed, "lr0.25_b16_seed0.jsonl", 150)
   again = _run(resumed)
   assert again.returncode == 0, again.stderr[-3000:]
   assert "resumed at step" in again.stderr
 
-  assert _metrics(resumed) == _metrics(straight)
+  assert testing.read_metrics(resumed) == testing.read_metrics(straight)
   with open(straight / "report.json") as f:
     expected = json.load(f)["run_data"]
   with open(resumed / "report.json") as f:
@@ -76,7 +38,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   # Restarting a finished run resumes every run at its end and changes nothing.
   third = _run(resumed)
   assert third.returncode == 0
-  assert _metrics(resumed) == _metrics(straight)
+  assert testing.read_metrics(resumed) == testing.read_metrics(straight)
 
 
 def test_mistyped_config_field_is_a_clear_error(tmp_path):
@@ -115,10 +77,8 @@ def test_claim_checks_follow_the_numbers(lams, plateau_passes):
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
   workdir = tmp_path / "smoke"
-  out = subprocess.run(
-      [sys.executable, "-m", "experiments.eoss", "--config",
-       "experiments/configs/eoss.py:smoke", "--workdir", str(workdir)],
-      cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+  out = testing.run("eoss", ["--config", "experiments/configs/eoss.py:smoke"],
+                    workdir)
   assert out.returncode == 0, out.stderr[-3000:]
   with open(workdir / "report.json") as f:
     report = json.load(f)

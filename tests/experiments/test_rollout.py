@@ -1,9 +1,6 @@
 """The rollout-consistency binary: resume after SIGKILL, claim checks, smoke."""
 
 import json
-import os
-import signal
-import subprocess
 
 import numpy as np
 import pytest
@@ -29,15 +26,9 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   assert done.returncode == 0, done.stderr[-3000:]
 
   resumed = tmp_path / "resumed"
-  with subprocess.Popen(testing.command("rollout", TINY, resumed),
-                        cwd=testing.ROOT, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE, text=True) as proc:
-    first_group = resumed / "metrics" / "lorenz96_mlp_penalty.jsonl"
-    testing.wait_for_step(str(first_group), 75, proc)  # past the step-50 checkpoint
-    assert proc.poll() is None, "the run finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-  assert proc.returncode == -signal.SIGKILL
+  # Step 75 is past the step-50 checkpoint.
+  testing.kill_after_step("rollout", TINY, resumed,
+                          "lorenz96_mlp_penalty.jsonl", 75)
   again = _run(resumed)
   assert again.returncode == 0, again.stderr[-3000:]
   assert "resumed at step" in again.stderr
