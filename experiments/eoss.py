@@ -17,14 +17,12 @@ import functools
 import math
 from typing import NamedTuple
 
-from absl import logging
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
 
-from experiments import checkpointing
 from experiments import harness
 from jaxpapers import curvature
 from jaxpapers import data as data_lib
@@ -154,8 +152,7 @@ def train_run(config, workdir, data, learning_rate, batch_size, seed):
       optax.tree.split_key_like(eig_key, params),
   )
   state = TrainState(jnp.int32(0), params, eigenvector, jnp.bool_(False))
-  metrics = workdir.metrics(name)
-  ckpt = workdir.checkpointer(name)
+  state, resumed_step, ckpt, metrics = workdir.open_run(name, state)
   measure_fn = functools.partial(
       measure, batch_size=b, bs_draws=config.measure.bs_draws,
       lanczos_iters=config.measure.lanczos_iters,
@@ -173,12 +170,7 @@ def train_run(config, workdir, data, learning_rate, batch_size, seed):
     metrics.write(int(state.step), **scalars, **interval_stats)
     return state._replace(eigenvector=eigvec), scalars
 
-  if ckpt.latest_step() is not None:
-    state = ckpt.restore(checkpointing.abstract_like(state))
-    metrics.truncate_after(int(state.step))
-    logging.info("[%s] resumed at step %d", name, int(state.step))
-  else:
-    metrics.truncate_after(-1)
+  if resumed_step is None:
     state, _ = measure_and_log(state, {})
     ckpt.save(0, state)
 
@@ -390,14 +382,11 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
                         " 2/eta = 40; lambda_max about 14."},
       ],
       checks=checks,
-      figures=[f.rsplit("/", 1)[-1] for f in figures if f],
+      figures=figures,
       notes=notes,
+      extra_run_data={"summaries": summaries},
   )
-  report["run_data"]["summaries"] = summaries
   workdir.write_report(report)
-  for c in checks:
-    logging.info("%s %s: %s", "PASS" if c["passed"] else "FAIL", c["name"],
-                 c["detail"])
 
 
 def _median(values):

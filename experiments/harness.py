@@ -32,7 +32,7 @@ import os
 import platform
 import subprocess
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from absl import app
 from absl import flags
@@ -189,6 +189,15 @@ class Progress:
     )
 
 
+class RunFiles(NamedTuple):
+  """What ``Workdir.open_run`` hands back for one training run."""
+
+  state: Any  # restored from the latest checkpoint, else the initial state
+  resumed_step: int | None  # the checkpoint's step, None on a fresh start
+  checkpointer: checkpointing.Checkpointer
+  metrics: MetricWriter
+
+
 class Workdir:
   """The output directory of one experiment and everything written into it."""
 
@@ -212,6 +221,24 @@ class Workdir:
         os.path.join(self.path, "checkpoints", run)
     )
 
+  def open_run(self, run: str, initial_state: Any) -> RunFiles:
+    """Resumes ``run`` from its latest checkpoint, or starts it fresh.
+
+    On resume the state is restored into the abstract shape of
+    ``initial_state`` and metric records written after that checkpoint are
+    dropped (the run will write them again, identically); on a fresh start
+    any stale metrics file is emptied.
+    """
+    metrics, ckpt = self.metrics(run), self.checkpointer(run)
+    step = ckpt.latest_step()
+    if step is None:
+      metrics.truncate_after(-1)
+      return RunFiles(initial_state, None, ckpt, metrics)
+    state = ckpt.restore(checkpointing.abstract_like(initial_state), step)
+    metrics.truncate_after(step)
+    logging.info("[%s] resumed at step %d", run, step)
+    return RunFiles(state, step, ckpt, metrics)
+
   def progress(self, label: str, total_steps: int, *,
                start_step: int = 0) -> Progress:
     return Progress(label, total_steps, start_step=start_step)
@@ -233,6 +260,9 @@ class Workdir:
       json.dump(report, f, indent=2, sort_keys=False)
     with open(os.path.join(self.path, "report.md"), "w") as f:
       f.write(render_markdown(report))
+    for check in report["run_data"]["checks"]:
+      logging.info("%s %s: %s", "PASS" if check["passed"] else "FAIL",
+                   check["name"], check["detail"])
     logging.info("report: %s", os.path.join(self.path, "report.md"))
 
 
@@ -253,8 +283,9 @@ def make_report(
     results: list[dict[str, Any]],
     paper_results: list[dict[str, Any]],
     checks: list[dict[str, Any]],
-    figures: list[str],
+    figures: list[str | None],
     notes: list[str] = (),
+    extra_run_data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
   """Builds the report: benchmark metadata, run data, model metadata.
 
@@ -272,8 +303,12 @@ def make_report(
       "standard_error", "num_samples", "lower_is_better"}``.
     paper_results: the paper's numbers (or qualitative statements) beside ours.
     checks: ``{"name", "passed", "detail"}`` for each part of the claim.
-    figures: file names of figures in the workdir.
+    figures: paths (or names) of figures in the workdir, as returned by
+      ``Workdir.save_figure`` (None entries, from non-writing processes, are
+      dropped).
     notes: anything the reader should know (deviations, failures).
+    extra_run_data: experiment-specific fields added to ``run_data`` (e.g.
+      per-run summaries).
   """
   config = workdir.config
   return {
@@ -304,8 +339,9 @@ def make_report(
           "paper_results": paper_results,
           "checks": checks,
           "all_checks_passed": all(c["passed"] for c in checks),
-          "figures": list(figures),
+          "figures": [os.path.basename(f) for f in figures if f],
           "notes": list(notes),
+          **(extra_run_data or {}),
       },
       "model_metadata": dict(model),
   }

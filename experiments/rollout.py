@@ -22,7 +22,6 @@ The cost side of the claim is measured by ``python -m benchmarks.rollout``.
 import functools
 from typing import Any, NamedTuple
 
-from absl import logging
 from flax import nnx
 import jax
 import jax.numpy as jnp
@@ -30,7 +29,6 @@ import ml_collections
 import numpy as np
 import optax
 
-from experiments import checkpointing
 from experiments import harness
 from jaxpapers import data as data_lib
 from jaxpapers import losses
@@ -255,14 +253,7 @@ def train_group(group: Group, task: Task, config, workdir) -> dict[str, Any]:
   params = jax.vmap(lambda key: nnx.state(make(key), nnx.Param))(init_keys)
   state = TrainState(jnp.int32(0), params,
                      jax.vmap(_optimizer(config).init)(params))
-  metrics = workdir.metrics(group.name)
-  ckpt = workdir.checkpointer(group.name)
-  if ckpt.latest_step() is not None:
-    state = ckpt.restore(checkpointing.abstract_like(state))
-    metrics.truncate_after(int(state.step))
-    logging.info("[%s] resumed at step %d", group.name, int(state.step))
-  else:
-    metrics.truncate_after(-1)
+  state, _, ckpt, metrics = workdir.open_run(group.name, state)
 
   num_steps = config.train.num_steps
   lams = jnp.asarray(group.lams, jnp.float32)
@@ -540,14 +531,11 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
                         " one-step error, for about one extra JVP per step."},
       ],
       checks=checks,
-      figures=[f.rsplit("/", 1)[-1] for f in figures if f],
+      figures=figures,
       notes=notes,
+      extra_run_data={"summaries": summaries},
   )
-  report["run_data"]["summaries"] = summaries
   workdir.write_report(report)
-  for c in checks:
-    logging.info("%s %s: %s", "PASS" if c["passed"] else "FAIL", c["name"],
-                 c["detail"])
 
 
 if __name__ == "__main__":

@@ -72,3 +72,29 @@ def kill_after_step(name: str, args: Sequence[str], workdir: Any,
     proc.wait()
   if proc.returncode != -signal.SIGKILL:
     raise AssertionError(f"expected death by SIGKILL, got {proc.returncode}")
+
+
+def assert_resume_matches(name: str, args: Sequence[str], tmp_path: Any,
+                          metrics_file: str, kill_step: int):
+  """Runs straight through, then killed at ``kill_step`` and resumed: same numbers.
+
+  Compares every metrics file and the report's results and checks; returns
+  ``(straight, resumed)`` workdirs for further assertions.
+  """
+  straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+  done = run(name, args, straight)
+  assert done.returncode == 0, done.stderr[-3000:]
+  kill_after_step(name, args, resumed, metrics_file, kill_step)
+  again = run(name, args, resumed)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "resumed at step" in again.stderr
+  assert read_metrics(resumed) == read_metrics(straight)
+  expected, got = (read_report(w)["run_data"] for w in (straight, resumed))
+  assert got["results"] == expected["results"]
+  assert got["checks"] == expected["checks"]
+  return straight, resumed
+
+
+def read_report(workdir: Any) -> dict[str, Any]:
+  with open(os.path.join(workdir, "report.json")) as f:
+    return json.load(f)

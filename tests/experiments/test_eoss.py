@@ -17,24 +17,9 @@ def _run(workdir, *extra):
 
 
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
-  straight = tmp_path / "straight"
-  done = _run(straight)
-  assert done.returncode == 0, done.stderr[-3000:]
-
-  resumed = tmp_path / "resumed"
   # Step 150 is past the step-100 checkpoint.
-  testing.kill_after_step("eoss", TINY, resumed, "lr0.25_b16_seed0.jsonl", 150)
-  again = _run(resumed)
-  assert again.returncode == 0, again.stderr[-3000:]
-  assert "resumed at step" in again.stderr
-
-  assert testing.read_metrics(resumed) == testing.read_metrics(straight)
-  with open(straight / "report.json") as f:
-    expected = json.load(f)["run_data"]
-  with open(resumed / "report.json") as f:
-    got = json.load(f)["run_data"]
-  assert got["results"] == expected["results"]
-  assert got["checks"] == expected["checks"]
+  straight, resumed = testing.assert_resume_matches(
+      "eoss", TINY, tmp_path, "lr0.25_b16_seed0.jsonl", 150)
   # Restarting a finished run resumes every run at its end and changes nothing.
   third = _run(resumed)
   assert third.returncode == 0

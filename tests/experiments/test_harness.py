@@ -94,3 +94,19 @@ def test_config_hash_changes_with_any_field():
   b = ml_collections.ConfigDict({"lr": 0.1, "b": (1, 3)})
   assert harness.config_hash(a) != harness.config_hash(b)
   assert harness.config_hash(a) == harness.config_hash(a.copy_and_resolve_references())
+
+
+def test_open_run_resumes_state_and_drops_later_metrics(tmp_path):
+  workdir = _workdir(tmp_path)
+  initial = {"w": jnp.zeros(3), "step": jnp.int32(0)}
+  state, step, ckpt, metrics = workdir.open_run("r", initial)
+  assert step is None and state is initial
+  for s in (10, 20, 30):
+    metrics.write(s, loss=float(s))
+  ckpt.save(20, {"w": jnp.ones(3), "step": jnp.int32(20)})
+  ckpt.close()
+  state, step, ckpt, metrics = workdir.open_run("r", initial)
+  ckpt.close()
+  assert step == 20 and int(state["step"]) == 20
+  np.testing.assert_array_equal(state["w"], np.ones(3))
+  assert [r["step"] for r in metrics.read()] == [10, 20]

@@ -21,25 +21,9 @@ def _run(workdir, *extra):
 
 
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
-  straight = tmp_path / "straight"
-  done = _run(straight)
-  assert done.returncode == 0, done.stderr[-3000:]
-
-  resumed = tmp_path / "resumed"
   # Step 75 is past the step-50 checkpoint.
-  testing.kill_after_step("rollout", TINY, resumed,
-                          "lorenz96_mlp_penalty.jsonl", 75)
-  again = _run(resumed)
-  assert again.returncode == 0, again.stderr[-3000:]
-  assert "resumed at step" in again.stderr
-
-  assert testing.read_metrics(resumed) == testing.read_metrics(straight)
-  with open(straight / "report.json") as f:
-    expected = json.load(f)["run_data"]
-  with open(resumed / "report.json") as f:
-    got = json.load(f)["run_data"]
-  assert got["results"] == expected["results"]
-  assert got["checks"] == expected["checks"]
+  straight, _ = testing.assert_resume_matches(
+      "rollout", TINY, tmp_path, "lorenz96_mlp_penalty.jsonl", 75)
   # TF (lambda = 0) and the penalty run share init and batches, so they
   # differ only through the penalty, which they must.
   penalty_log = testing.read_metrics(straight)["lorenz96_mlp_penalty.jsonl"]
