@@ -86,8 +86,8 @@ def ema_nesterov(
 
   Extra keyword arguments of ``update`` are forwarded to ``inner``. Under
   ``optax.inject_hyperparams`` every numeric argument may be traced; list
-  ``lr_ratio`` in ``static_args`` (inject_hyperparams treats callables as
-  schedules). Wrap with ``optax.masked`` to give only some leaves a
+  ``lr_ratio`` and ``mu_dtype`` in ``static_args`` (inject_hyperparams takes
+  callables for schedules). Wrap with ``optax.masked`` to give only some leaves a
   lookahead.
 
   Args:

@@ -70,7 +70,10 @@ def scale_by_soap(
   :math:`\mathrm{diag}(Q^\top L Q)`, with :math:`V` permuted alike). Axes
   longer than ``max_precond_dim`` and, unless ``precondition_1d``, vectors
   keep the identity basis (plain Adam there). Preconditioner math runs in
-  float32 or wider; updates come back in the gradients' dtype.
+  float32 or wider; updates come back in the gradients' dtype. Under an
+  explicit mesh the rotations of a preconditioned param run on a gathered
+  copy; its moments keep the param's sharding, factors and bases are
+  replicated.
 
   Args:
     b1: Adam's first-moment decay.
@@ -114,7 +117,7 @@ def scale_by_soap(
                    for d, on in zip(p.shape, preconditioned(p.shape)))
 
     moments = lambda: jax.tree.map(
-        lambda p: jnp.zeros(p.shape, _compute_dtype(p.dtype)), params)
+        lambda p: jnp.zeros_like(p, _compute_dtype(p.dtype)), params)
     eye = jax.tree.map(matrices, params)
     return ScaleBySoapState(
         count=jnp.zeros([], jnp.int32),
@@ -133,9 +136,13 @@ def scale_by_soap(
     step = jnp.maximum(count, 1)
     beta_s = b2 if shampoo_beta is None else shampoo_beta
 
-    def adam_in_eigenbasis(g, mu, nu, qs):
+    def per_param(g, mu, nu, ls, qs):
+      """Adam in the eigenbasis and the factor update, for one param."""
       dtype = mu.dtype
-      g = g.astype(dtype)
+      # The rotations contract every axis: under an explicit mesh they run on
+      # gathered copies, and the moments go back to the params' shardings.
+      (g, mu, nu), restore = _gathered((g.astype(dtype), mu, nu),
+                                       any(q is not None for q in qs))
       c1, c2 = (jnp.asarray(b).astype(dtype) for b in (b1, b2))
       new_mu = c1 * mu + (1 - c1) * g
       new_nu = c2 * nu + (1 - c2) * jnp.square(_rotate(g, qs, back=False))
@@ -146,21 +153,17 @@ def scale_by_soap(
       scale = jnp.sqrt(1 - c2 ** s) / (1 - c1 ** s)
       keep = lambda new, old: jnp.where(is_first, old, new)
       out = jnp.where(is_first, jnp.zeros_like(direction), scale * direction)
-      return out, keep(new_mu, mu), keep(new_nu, nu)
-
-    per_leaf = jax.tree.map(adam_in_eigenbasis, updates, state.mu, state.nu,
-                            state.eigenbases)
-    treedef = jax.tree.structure(updates)
-    new_updates, mu, nu = (
-        treedef.unflatten(x) for x in zip(*treedef.flatten_up_to(per_leaf)))
-
-    def accumulate(g, ls):
-      return tuple(
+      new_ls = tuple(
           None if l is None else _lerp(l, _axis_gram(g.astype(l.dtype), axis),
                                        beta_s)
           for axis, l in enumerate(ls))
+      return (*restore((out, keep(new_mu, mu), keep(new_nu, nu))), new_ls)
 
-    preconditioners = jax.tree.map(accumulate, updates, state.preconditioners)
+    per_leaf = jax.tree.map(per_param, updates, state.mu, state.nu,
+                            state.preconditioners, state.eigenbases)
+    treedef = jax.tree.structure(updates)
+    new_updates, mu, nu, preconditioners = (
+        treedef.unflatten(x) for x in zip(*treedef.flatten_up_to(per_leaf)))
     refresh = jnp.logical_and(~is_first, count % precondition_frequency == 0)
     branch = jnp.where(is_first, 1, jnp.where(refresh, 2, 0))
     eigenbases, nu = jax.lax.switch(
@@ -241,6 +244,20 @@ def _compute_dtype(dtype) -> jnp.dtype:
   return dtype if dtype.itemsize > 4 else jnp.dtype(jnp.float32)
 
 
+def _gathered(arrays, gather: bool):
+  """Replicates explicitly sharded ``arrays``; returns them and an undo function.
+
+  A no-op outside an explicit mesh or when ``gather`` is False.
+  """
+  specs = [jax.typeof(x).sharding.spec for x in arrays]
+  if not gather or all(s is None for spec in specs for s in spec):
+    return arrays, lambda xs: xs
+  replicated = tuple(jax.sharding.reshard(x, jax.P()) for x in arrays)
+  restore = lambda xs: tuple(jax.sharding.reshard(x, spec)
+                             for x, spec in zip(xs, specs))
+  return replicated, restore
+
+
 def _rotate(x: jax.Array, qs: tuple[jax.Array | None, ...], *,
             back: bool) -> jax.Array:
   """Applies ``Q^T`` (or ``Q`` when ``back``) along every preconditioned axis."""
@@ -279,6 +296,7 @@ def _power_qr_bases(preconditioners, eigenbases, nu):
   """One power iteration and a QR per factor; permutes ``nu`` to the new order."""
 
   def per_param(v, ls, qs):
+    (v,), restore = _gathered((v,), any(q is not None for q in qs))
     new_qs = []
     for axis, (l, q) in enumerate(zip(ls, qs)):
       if l is None:
@@ -287,7 +305,7 @@ def _power_qr_bases(preconditioners, eigenbases, nu):
       order = jnp.argsort(jnp.einsum("ij,ij->j", q, l @ q), descending=True)
       v = jnp.take(v, order, axis=axis)
       new_qs.append(jnp.linalg.qr(l @ q[:, order])[0])
-    return tuple(new_qs), v
+    return tuple(new_qs), restore((v,))[0]
 
   per_leaf = jax.tree.map(per_param, nu, preconditioners, eigenbases)
   treedef = jax.tree.structure(nu)
