@@ -7,8 +7,9 @@ refresh (one power iteration and a QR, columns sorted by estimated
 eigenvalue with the second moment permuted alike) and bias correction.
 Not carried over: ``merge_dims``, ``normalize_grads`` and the
 ``channels_last`` layout. Weight decay in :func:`soap` is optax's decoupled
-``add_decayed_weights`` on the pre-update params; the reference decays the
-post-update params, a difference of order :math:`\eta^2\lambda`.
+``add_decayed_weights`` on the pre-update params, on every step; the
+reference decays the post-update params (a difference of order
+:math:`\eta^2\lambda`) and skips the first step entirely.
 """
 
 from typing import Any, NamedTuple
