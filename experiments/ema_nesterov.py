@@ -34,8 +34,7 @@ from jaxpapers import models
 from jaxpapers import optim
 
 PAPER = {
-    "title": "EMA-Nesterov: lookahead along an exponential moving average of"
-             " parameter increments",
+    "title": "EMA-Nesterov (arXiv 2605.25395)",
     "authors": "Yau, Li, Glentis, Boreiko, Wai & Hong (2026)",
     "url": "https://arxiv.org/abs/2605.25395",
 }

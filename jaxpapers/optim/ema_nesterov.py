@@ -87,8 +87,9 @@ def ema_nesterov(
   Extra keyword arguments of ``update`` are forwarded to ``inner``. Under
   ``optax.inject_hyperparams`` every numeric argument may be traced; list
   ``lr_ratio`` and ``mu_dtype`` in ``static_args`` (inject_hyperparams takes
-  callables for schedules). Wrap with ``optax.masked`` to give only some leaves a
-  lookahead.
+  callables for schedules). To give only some leaves a lookahead, use
+  ``optax.partition`` with ``ema_nesterov(inner)`` for those and ``inner``
+  for the rest.
 
   Args:
     inner: the base optimizer (e.g. ``optax.adamw``, ``optax.contrib.muon``,
@@ -126,9 +127,9 @@ def ema_nesterov(
     True
 
   References:
-    Yau, Li, Glentis, Boreiko, Wai & Hong, `EMA-Nesterov: Accelerating Deep
-    Learning along the Low-Frequency Trend of Optimization Trajectories
-    <https://arxiv.org/abs/2605.25395>`_, 2026.
+    Yau, Li, Glentis, Boreiko, Wai & Hong, `EMA-Nesterov
+    <https://arxiv.org/abs/2605.25395>`_, 2026 (authors' code:
+    ``OptimAI-Lab/ema-nesterov``).
   """
   if not (hasattr(inner, "init") and hasattr(inner, "update")):
     raise ValueError(
@@ -208,7 +209,7 @@ def ema_nesterov_eval_params(params: optax.Params,
   Args:
     params: the params trained with :func:`ema_nesterov` (lookahead points).
     state: its optimizer state; the :class:`EmaNesterovState` may sit
-      anywhere inside (``optax.chain``, ``inject_hyperparams``,
+      anywhere inside (``optax.chain``, ``partition``, ``inject_hyperparams``,
       ``MultiSteps``, ``apply_if_finite``).
 
   Returns:
@@ -225,10 +226,13 @@ def ema_nesterov_eval_params(params: optax.Params,
     )
   (ema_state,) = found
   neg_beta = -ema_state.beta
-  return jax.tree.map(
-      lambda p, m: _add_scaled(p, neg_beta, m).astype(p.dtype),
-      params, ema_state.m,
-  )
+
+  def anchor(p, m):
+    if isinstance(m, optax.MaskedNode):  # a leaf without lookahead
+      return p
+    return _add_scaled(p, neg_beta, m).astype(p.dtype)
+
+  return jax.tree.map(anchor, params, ema_state.m)
 
 
 def _add_scaled(x, scale, m):

@@ -282,6 +282,20 @@ def test_eval_params_finds_the_state_inside_wrappers_and_says_when_missing():
     optim.ema_nesterov_eval_params(params, optax.sgd(0.1).init(params))
 
 
+def test_eval_params_leaves_leaves_without_lookahead_alone():
+  tx = optax.partition(
+      {"look": optim.ema_nesterov(optax.sgd(0.1), beta_max=0.5, gamma=0.5),
+       "plain": optax.sgd(0.1)}, {"a": "look", "b": "plain"})
+  params = {"a": jnp.array([1.0, -2.0]), "b": jnp.array([3.0])}
+  state = tx.init(params)
+  for _ in range(3):
+    updates, state = tx.update(params, state, params)
+    params = optax.apply_updates(params, updates)
+  anchor = optim.ema_nesterov_eval_params(params, state)
+  np.testing.assert_array_equal(anchor["b"], params["b"])
+  assert not np.allclose(anchor["a"], params["a"])
+
+
 def test_bad_arguments_are_named_errors():
   sgd = optax.sgd(0.1)
   with pytest.raises(ValueError, match="inner must be an optax"):
