@@ -16,7 +16,6 @@ Run: ``python -m benchmarks.optim``.
 """
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from benchmarks import common
