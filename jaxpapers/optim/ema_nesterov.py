@@ -172,18 +172,18 @@ def ema_nesterov(
     inner_updates, inner_state = inner.update(
         updates, state.inner_state, params, **extra_args
     )
-    is_first = state.count == 0
+    decay = jnp.asarray(gamma)
+    if m_init == "first_increment":
+      # m_0 = 0, so a zero decay at t = 0 makes m_1 the first increment.
+      decay = jnp.where(state.count == 0, jnp.zeros_like(decay), decay)
 
     def next_m(u, m):
       dtype = _wider(u.dtype, m.dtype)
       inc = u.astype(dtype)
       if increment == "anchor":
         inc = inc + state.beta.astype(dtype) * m.astype(dtype)
-      g = jnp.asarray(gamma).astype(dtype)
-      ema = g * m.astype(dtype) + (1 - g) * inc
-      if m_init == "first_increment":
-        ema = jnp.where(is_first, inc, ema)
-      return ema.astype(m.dtype)
+      g = decay.astype(dtype)
+      return (g * m.astype(dtype) + (1 - g) * inc).astype(m.dtype)
 
     m = jax.tree.map(next_m, inner_updates, state.m)
     count = optax.safe_increment(state.count)
