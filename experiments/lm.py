@@ -1,0 +1,133 @@
+"""Byte-level language-model training on Python's own text, for LM experiments.
+
+The pieces an LM experiment needs besides its optimizer: the corpus (pydoc
+topics prose and standard-library source, a fixed document split), the
+shared :class:`jaxpapers.models.Transformer` viewed as a pure function of a
+dict of params, fixed validation windows, and a ``lax.scan`` chunk of
+training steps whose batches are pure functions of ``(data_key, step)``, so a
+resumed run sees the same batches. Any ``ffn_factory`` (e.g. a mixture of
+experts) plugs in; its auxiliary outputs are averaged over the chunk.
+"""
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxpapers import models
+from jaxpapers.data import text
+
+
+class Corpus(NamedTuple):
+  train: np.ndarray  # int32 tokens (bytes and EOS)
+  valid: np.ndarray
+  provenance: str
+
+
+def load_corpus(*, source_files: int | None, valid_fraction: float,
+                seed: int = 0) -> Corpus:
+  """pydoc topics plus the first ``source_files`` stdlib files, split by document."""
+  docs = text.python_docs_documents() + text.python_source_documents(source_files)
+  train, valid = text.split_documents(docs, valid_fraction, seed=seed)
+  provenance = text.provenance(
+      f"{len(docs)} documents (pydoc topics + {source_files or 'all'} stdlib"
+      f" files), {len(valid)} held out")
+  return Corpus(text.encode_documents(train), text.encode_documents(valid),
+                provenance)
+
+
+class LanguageModel:
+  """The nnx Transformer as a pure function of a nested dict of params."""
+
+  def __init__(self, config: models.TransformerConfig, *,
+               ffn_factory: models.transformer.FFNFactory = models.dense_ffn):
+    self.config = config
+    self._ffn_factory = ffn_factory
+    abstract = nnx.eval_shape(lambda: self._module(0))
+    self._graphdef, state = nnx.split(abstract)
+    self._treedef = jax.tree.structure(state)
+
+  def _module(self, seed) -> models.Transformer:
+    return models.Transformer(self.config, rngs=nnx.Rngs(seed),
+                              ffn_factory=self._ffn_factory)
+
+  def init(self, seed: int) -> dict[str, Any]:
+    """Fresh params as a nested dict of arrays (what optimizers see)."""
+    return self._init(jax.random.key(seed))
+
+  @functools.partial(jax.jit, static_argnums=0)
+  def _init(self, key):
+    # One compiled program instead of one per initializer op.
+    _, state = nnx.split(self._module(key))
+    return nnx.to_pure_dict(state)
+
+  def apply(self, params: dict[str, Any], tokens_BxL: jax.Array):
+    """``(logits_BxLxV, aux)``; attention stays inside documents."""
+    state = jax.tree.unflatten(self._treedef, jax.tree.leaves(params))
+    module = nnx.merge(self._graphdef, state)
+    return module(tokens_BxL, text.segment_ids(tokens_BxL))
+
+  def loss(self, params: dict[str, Any], windows_BxL1: jax.Array):
+    """Next-token cross-entropy (nats/token) of ``(B, L+1)`` windows, and aux."""
+    logits, aux = self.apply(params, windows_BxL1[:, :-1])
+    return models.next_token_loss(logits, windows_BxL1[:, 1:]), aux
+
+
+def validation_windows(tokens: np.ndarray, num_windows: int, length: int,
+                       seed: int = 0) -> jax.Array:
+  """A fixed set of ``(num_windows, length + 1)`` windows (shared by all runs)."""
+  return text.sample_windows(jax.random.key(seed), jnp.asarray(tokens),
+                             num_windows, length)
+
+
+def mean_loss(model: LanguageModel, params, windows: jax.Array,
+              batch_size: int) -> jax.Array:
+  """Mean loss over ``windows``, ``batch_size`` at a time (a multiple of it)."""
+  num = windows.shape[0]
+  if num % batch_size:
+    raise ValueError(
+        f"the {num} validation windows must be a multiple of batch_size="
+        f"{batch_size}.")
+  batches = windows.reshape(num // batch_size, batch_size, -1)
+  return jnp.mean(jax.lax.map(lambda w: model.loss(params, w)[0], batches))
+
+
+def train_chunk(
+    objective: Callable[[Any, jax.Array], tuple[jax.Array, dict[str, Any]]],
+    tx: optax.GradientTransformation,
+    opt_params: Any,
+    opt_state: optax.OptState,
+    tokens: jax.Array,
+    data_key: jax.Array,
+    first_step: jax.Array,
+    *,
+    num_steps: int,
+    batch_size: int,
+    length: int,
+    gradient_point: Callable[[Any], Any] = lambda p: p,
+):
+  """``num_steps`` optimizer steps; returns (opt_params, opt_state, mean loss, mean aux).
+
+  Batch ``t`` is drawn from ``fold_in(data_key, t)``. ``gradient_point`` maps
+  what the optimizer holds to the params the gradient is taken at (e.g. the
+  fast weights of ``optax.lookahead``).
+  """
+
+  def step(carry, t):
+    opt_params, opt_state = carry
+    windows = text.sample_windows(jax.random.fold_in(data_key, t), tokens,
+                                  batch_size, length)
+    (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(
+        gradient_point(opt_params), windows)
+    updates, opt_state = tx.update(grads, opt_state, opt_params)
+    return (optax.apply_updates(opt_params, updates), opt_state), (loss, aux)
+
+  steps = first_step + jnp.arange(num_steps, dtype=jnp.int32)
+  (opt_params, opt_state), (losses, aux) = jax.lax.scan(
+      step, (opt_params, opt_state), steps)
+  return (opt_params, opt_state, jnp.mean(losses),
+          jax.tree.map(jnp.mean, aux))
