@@ -27,7 +27,6 @@ import ml_collections
 import numpy as np
 import optax
 
-from experiments import checkpointing
 from experiments import harness
 from experiments import lm
 from jaxpapers import models
@@ -213,8 +212,8 @@ def train_run(setup: Setup, workdir: harness.Workdir, corpus, name: str,
                      jax.jit(method.tx.init)(opt_params))
   data_key = jax.random.fold_in(jax.random.key(seed), 1)
   hyper = (jnp.float32(beta), jnp.float32(gamma))
-  metrics = workdir.metrics(label)
-  ckpt = workdir.checkpointer(label)
+  state, resumed_step, ckpt, metrics = workdir.open_run(label, state)
+
   def measure_and_log(state, **extra):
     # One compiled validation serves every method; only the cheap maps to
     # the evaluation points are compiled per method.
@@ -228,12 +227,7 @@ def train_run(setup: Setup, workdir: harness.Workdir, corpus, name: str,
     metrics.write(int(state.step), **scalars)
     return scalars
 
-  if ckpt.latest_step() is not None:
-    state = ckpt.restore(checkpointing.abstract_like(state))
-    metrics.truncate_after(int(state.step))
-    logging.info("[%s] resumed at step %d", label, int(state.step))
-  else:
-    metrics.truncate_after(-1)
+  if resumed_step is None:
     measure_and_log(state)
     ckpt.save(0, state)
 
@@ -492,15 +486,11 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
                         " n = 16)."},
       ],
       checks=checks,
-      figures=[f.rsplit("/", 1)[-1] for f in figures if f],
+      figures=figures,
       notes=notes,
+      extra_run_data={"summary": summary, "grid": grid},
   )
-  report["run_data"]["summary"] = summary
-  report["run_data"]["grid"] = grid
   workdir.write_report(report)
-  for c in checks:
-    logging.info("%s %s: %s", "PASS" if c["passed"] else "FAIL", c["name"],
-                 c["detail"])
 
 
 def _fmt(value) -> str:

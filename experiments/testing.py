@@ -98,3 +98,18 @@ def assert_resume_matches(name: str, args: Sequence[str], tmp_path: Any,
 def read_report(workdir: Any) -> dict[str, Any]:
   with open(os.path.join(workdir, "report.json")) as f:
     return json.load(f)
+
+
+def run_smoke(name: str, tmp_path: Any) -> dict[str, Any]:
+  """Runs ``experiments.<name>`` with its ``:smoke`` config; returns its report.
+
+  Asserts a clean exit and that every figure the report lists is a PNG file.
+  """
+  workdir = tmp_path / "smoke"
+  out = run(name, ["--config", f"experiments/configs/{name}.py:smoke"], workdir)
+  assert out.returncode == 0, out.stderr[-3000:]
+  report = read_report(workdir)
+  for figure in report["run_data"]["figures"]:
+    with open(os.path.join(workdir, figure), "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n", figure
+  return report

@@ -4,7 +4,8 @@ Areas are organised by what things are; each re-exports its public names:
 
 * :mod:`jaxpapers.curvature` -- Hessian-vector products, Lanczos / power
   iteration, Batch Sharpness and GNI (Edge of Stochastic Stability).
-* :mod:`jaxpapers.optim` -- optax transforms.
+* :mod:`jaxpapers.optim` -- optax transforms (Batch Sharpness tracking,
+  EMA-Nesterov, SOAP).
 * :mod:`jaxpapers.losses` -- losses and regularisers (rollout consistency).
 * :mod:`jaxpapers.data` -- data sets that ship inside pip packages, and
   mini-batch sampling as a pure function of a key.

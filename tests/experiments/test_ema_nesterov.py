@@ -1,19 +1,13 @@
 """The EMA-Nesterov LM experiment: resume after a crash, step counting, claims."""
 
-import json
-import os
-import subprocess
-import sys
-
 import jax.numpy as jnp
 import pytest
 
 from experiments import ema_nesterov
 from experiments import harness
 from experiments import lm
+from experiments import testing
 from experiments.configs import ema_nesterov as ema_config
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _tiny_config():
@@ -103,19 +97,9 @@ def test_claim_checks_follow_the_numbers(ema_final, passes):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  workdir = tmp_path / "smoke"
-  out = subprocess.run(
-      [sys.executable, "-m", "experiments.ema_nesterov", "--config",
-       "experiments/configs/ema_nesterov.py:smoke", "--workdir", str(workdir)],
-      cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
-  assert out.returncode == 0, out.stderr[-3000:]
-  with open(workdir / "report.json") as f:
-    report = json.load(f)
+  report = testing.run_smoke("ema_nesterov", tmp_path)
   run_data = report["run_data"]
   assert run_data["figures"] == ["valid_loss_vs_step.png", "grid_beta_gamma.png"]
-  for figure in run_data["figures"]:
-    with open(workdir / figure, "rb") as f:
-      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   assert len(run_data["checks"]) == 7
   assert set(run_data["summary"]) == set(ema_nesterov.METHODS)
   # 40 steps of training take every method well below the uniform 8 bits/byte.

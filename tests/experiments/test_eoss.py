@@ -1,6 +1,5 @@
 """The EoSS binary end to end: resume after SIGKILL, config locking, claims."""
 
-import json
 import os
 
 import pytest
@@ -61,16 +60,8 @@ def test_claim_checks_follow_the_numbers(lams, plateau_passes):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  workdir = tmp_path / "smoke"
-  out = testing.run("eoss", ["--config", "experiments/configs/eoss.py:smoke"],
-                    workdir)
-  assert out.returncode == 0, out.stderr[-3000:]
-  with open(workdir / "report.json") as f:
-    report = json.load(f)
+  report = testing.run_smoke("eoss", tmp_path)
   run_data = report["run_data"]
-  for figure in run_data["figures"]:
-    with open(workdir / figure, "rb") as f:
-      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   summaries = {(s["learning_rate"], s["batch_size"]): s
                for s in run_data["summaries"]}
   # Even the smoke run's full-batch GD sits at the edge of stability.

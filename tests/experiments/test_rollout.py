@@ -1,6 +1,5 @@
 """The rollout-consistency binary: resume after SIGKILL, claim checks, smoke."""
 
-import json
 
 import numpy as np
 import pytest
@@ -84,17 +83,9 @@ def test_summaries_average_members_of_each_lambda_over_seeds():
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  workdir = tmp_path / "smoke"
-  out = testing.run("rollout", ["--config",
-                                "experiments/configs/rollout.py:smoke"], workdir)
-  assert out.returncode == 0, out.stderr[-3000:]
-  with open(workdir / "report.json") as f:
-    report = json.load(f)
+  report = testing.run_smoke("rollout", tmp_path)
   run_data = report["run_data"]
   assert run_data["figures"] == ["error_vs_horizon.png", "lambda_sweep.png"]
-  for figure in run_data["figures"]:
-    with open(workdir / figure, "rb") as f:
-      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   # 2 series x 2 models: one check each, plus the two overall checks.
   assert len(run_data["checks"]) == 6
   summaries = run_data["summaries"]
