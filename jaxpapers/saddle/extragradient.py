@@ -1,0 +1,80 @@
+r"""Extragradient (Korpelevich; Euclidean Mirror-Prox), the two-round baseline.
+
+.. math::
+  z_{k+1/2} = z_k - \gamma F(z_k), \qquad
+  z_{k+1} = z_k - \gamma F(z_{k+1/2}):
+
+2 rounds (the half step and the full step are both broadcast) and 2 oracle
+calls per player per step. With :math:`\gamma = 1/L`,
+:math:`L = \max(L_{xx}, L_{yy}) + L_{xy}`, it needs
+:math:`O(L D^2 / \varepsilon)` of both on convex-concave problems and
+:math:`O((L/\mu) \log(1/\varepsilon))` on :math:`\mu`-strongly monotone ones.
+
+References:
+  Korpelevich, `The extragradient method for finding saddle points and other
+  problems <https://cir.nii.ac.jp/crid/1571980074449592064>`_, 1976.
+"""
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+
+from jaxpapers.saddle.game import check_constant
+from jaxpapers.saddle.network import Counters
+from jaxpapers.saddle.network import Player
+from jaxpapers.saddle.network import zero_counters
+
+
+class ExtragradientState(NamedTuple):
+  view: jax.Array  # (N, D) every player's block after the last full step
+  counters: Counters
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["step_size"], meta_fields=[])
+@dataclasses.dataclass(frozen=True)
+class Extragradient:
+  """Extragradient with step size ``step_size`` (see :func:`extragradient`)."""
+
+  step_size: jax.typing.ArrayLike
+
+  def init(self, player: Player, z0_NxD: jax.Array) -> ExtragradientState:
+    del player
+    return ExtragradientState(z0_NxD, zero_counters())
+
+  def step(self, player: Player,
+           state: ExtragradientState) -> ExtragradientState:
+    own = state.view[player.index]
+    grad, counters = player.gradient(state.view, state.counters)
+    half_view, counters = player.exchange(own - self.step_size * grad, counters)
+    grad, counters = player.gradient(half_view, counters)
+    view, counters = player.exchange(own - self.step_size * grad, counters)
+    return ExtragradientState(view, counters)
+
+  def iterate(self, player: Player, state: ExtragradientState) -> jax.Array:
+    return state.view[player.index]
+
+
+def extragradient(step_size: jax.typing.ArrayLike) -> Extragradient:
+  """Extragradient.
+
+  Args:
+    step_size: :math:`\\gamma \\in (0, 1/L]`.
+
+  Returns:
+    A method for :func:`~jaxpapers.saddle.run`.
+
+  Example:
+    >>> import jax
+    >>> from jaxpapers import saddle
+    >>> game = saddle.random_bilinear_game(jax.random.key(0), 4)
+    >>> method = saddle.extragradient(step_size=0.5)
+    >>> state, trace = saddle.run(method, game, saddle.init(method, game,
+    ...                           game.zeros()), num_steps=3)
+    >>> trace.rounds.tolist(), trace.oracle_calls[:, 0].tolist()
+    ([2, 4, 6], [2, 4, 6])
+  """
+  check_constant("step_size", step_size, strict=True)
+  return Extragradient(step_size)
