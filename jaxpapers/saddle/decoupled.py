@@ -58,8 +58,6 @@ References:
   <https://doi.org/10.1023/A:1008777829180>`_, 1999.
 """
 
-import dataclasses
-import functools
 from typing import NamedTuple
 
 import jax
@@ -68,6 +66,7 @@ import jax.numpy as jnp
 from jaxpapers.saddle.game import check_constant
 from jaxpapers.saddle.network import Counters
 from jaxpapers.saddle.network import Player
+from jaxpapers.saddle.network import register_method
 from jaxpapers.saddle.network import zero_counters
 
 
@@ -96,13 +95,8 @@ class DecoupledState(NamedTuple):
   counters: Counters
 
 
-@functools.partial(
-    jax.tree_util.register_dataclass,
-    data_fields=["eta", "sigma", "tau"],
-    meta_fields=["max_jacobi_rounds", "max_local_iters",
-                 "count_scalar_allreduce", "num_players"],
-)
-@dataclasses.dataclass(frozen=True)
+@register_method(meta_fields=("max_jacobi_rounds", "max_local_iters",
+                             "count_scalar_allreduce", "num_players"))
 class DecoupledMethod:
   """The Decoupled Method (reconstruction); build it with :func:`dm_sp` or :func:`dm_vip`."""
 

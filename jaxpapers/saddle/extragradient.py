@@ -15,8 +15,6 @@ References:
   problems <https://cir.nii.ac.jp/crid/1571980074449592064>`_, 1976.
 """
 
-import dataclasses
-import functools
 from typing import NamedTuple
 
 import jax
@@ -24,6 +22,7 @@ import jax
 from jaxpapers.saddle.game import check_constant
 from jaxpapers.saddle.network import Counters
 from jaxpapers.saddle.network import Player
+from jaxpapers.saddle.network import register_method
 from jaxpapers.saddle.network import zero_counters
 
 
@@ -32,9 +31,7 @@ class ExtragradientState(NamedTuple):
   counters: Counters
 
 
-@functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["step_size"], meta_fields=[])
-@dataclasses.dataclass(frozen=True)
+@register_method()
 class Extragradient:
   """Extragradient with step size ``step_size`` (see :func:`extragradient`)."""
 

@@ -240,15 +240,14 @@ def estimate_constants(
                         tol=tol, key=start_key)
     return jnp.sqrt(jnp.maximum(result.eigenvalue, 0.0))
 
-  keys = jax.random.split(key, num_players + 1)
-  coupling = top_singular_value(off_diagonal_part, keys[0])
+  coupling_key, self_key = jax.random.split(key)
+  coupling = top_singular_value(off_diagonal_part, coupling_key)
 
-  def own_block(i, start_key):
-    mask = player_mask_N[i][:, None]
+  def own_block(mask_N, start_key):
+    mask = mask_N[:, None]
     return top_singular_value(lambda v: diagonal_part(v * mask) * mask,
                               start_key)
 
-  self_smoothness = jnp.stack(
-      [own_block(i, keys[i + 1]) for i in range(num_players)]
-  )
+  self_smoothness = jax.vmap(own_block)(
+      player_mask_N, jax.random.split(self_key, num_players))
   return self_smoothness, coupling

@@ -10,8 +10,6 @@ broadcasts the result: 1 round and 1 oracle call per player per step. For a
 :math:`\gamma > 0`.
 """
 
-import dataclasses
-import functools
 from typing import NamedTuple
 
 import jax
@@ -19,6 +17,7 @@ import jax
 from jaxpapers.saddle.game import check_constant
 from jaxpapers.saddle.network import Counters
 from jaxpapers.saddle.network import Player
+from jaxpapers.saddle.network import register_method
 from jaxpapers.saddle.network import zero_counters
 
 
@@ -27,9 +26,7 @@ class GDAState(NamedTuple):
   counters: Counters
 
 
-@functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["step_size"], meta_fields=[])
-@dataclasses.dataclass(frozen=True)
+@register_method()
 class GDA:
   """Simultaneous GDA with step size ``step_size`` (see :func:`gda`)."""
 

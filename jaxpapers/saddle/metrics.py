@@ -1,5 +1,7 @@
 r"""Accuracy measures of a point of a game: :math:`\|F\|`, distance, duality gap."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,11 +11,13 @@ from jaxpapers.saddle.game import Game
 from jaxpapers.saddle.quadratic import LinearGameData
 
 
+@jax.jit
 def residual_norm(game: Game, z_NxD: jax.Array) -> jax.Array:
   r""":math:`\|F(z)\|_2` over all blocks (zero exactly at a solution)."""
   return jnp.linalg.norm(game.operator(z_NxD))
 
 
+@jax.jit
 def distance_to_solution(game: Game, z_NxD: jax.Array) -> jax.Array:
   r""":math:`\|z - z^\star\|_2`; needs a game built with its solution."""
   if game.solution is None:
@@ -24,6 +28,7 @@ def distance_to_solution(game: Game, z_NxD: jax.Array) -> jax.Array:
   return jnp.linalg.norm(z_NxD - game.solution)
 
 
+@functools.partial(jax.jit, static_argnames=("radius",))
 def duality_gap(game: Game, z_NxD: jax.Array,
                 radius: float | None = None) -> jax.Array:
   r"""Duality gap of a quadratic saddle problem, in closed form.

@@ -11,6 +11,7 @@ the player's own gradient goes through :meth:`Player.gradient`, which
 advances the oracle counter.
 """
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import jax
@@ -86,3 +87,32 @@ class Player(NamedTuple):
   def with_own_block(self, view_NxD: jax.Array, block_D: jax.Array) -> jax.Array:
     """``view_NxD`` with this player's row replaced (a local operation)."""
     return view_NxD.at[self.index].set(block_D)
+
+
+def register_method(*, meta_fields: tuple[str, ...] = ()):
+  """Class decorator: a frozen dataclass of hyperparameters as a pytree.
+
+  Fields in ``meta_fields`` are static; the others are leaves, so that step
+  sizes can be traced. Unlike ``jax.tree_util.register_dataclass`` (whose
+  treedefs of two classes with the same fields compare equal in jax 0.10.2,
+  which let a jit cache hand one method's compiled program to another), the
+  node type is part of the treedef here.
+  """
+
+  def register(cls):
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    data_fields = [f.name for f in dataclasses.fields(cls)
+                   if f.name not in meta_fields]
+
+    def flatten(method):
+      return ([getattr(method, name) for name in data_fields],
+              tuple(getattr(method, name) for name in meta_fields))
+
+    def unflatten(meta, leaves):
+      return cls(**dict(zip(data_fields, leaves)),
+                 **dict(zip(meta_fields, meta)))
+
+    jax.tree_util.register_pytree_node(cls, flatten, unflatten)
+    return cls
+
+  return register

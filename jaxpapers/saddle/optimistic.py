@@ -17,8 +17,6 @@ References:
   <https://arxiv.org/abs/1901.08511>`_, 2020.
 """
 
-import dataclasses
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -27,6 +25,7 @@ import optax
 from jaxpapers.saddle.game import check_constant
 from jaxpapers.saddle.network import Counters
 from jaxpapers.saddle.network import Player
+from jaxpapers.saddle.network import register_method
 from jaxpapers.saddle.network import zero_counters
 
 
@@ -36,9 +35,7 @@ class OptimisticState(NamedTuple):
   counters: Counters
 
 
-@functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["step_size"], meta_fields=[])
-@dataclasses.dataclass(frozen=True)
+@register_method()
 class OptimisticGDA:
   """Optimistic GDA with step size ``step_size`` (see :func:`optimistic_gda`)."""
 
