@@ -123,7 +123,8 @@ def train_run(config, workdir, game, initial_residual, ratio, name,
   while status == RUNNING:
     state, trace = saddle.run(
         method, game, carry["state"], num_steps=config.steps_per_chunk,
-        stop_residual=stop_residual, max_residual=max_residual, mesh=mesh)
+        stop_residual=stop_residual, max_residual=max_residual,
+        step_limit=max_steps - step, mesh=mesh)
     trace = saddle.gather_to_host(trace)
     taken = int(trace.num_steps_taken)
     if taken == 0:

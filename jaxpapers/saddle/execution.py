@@ -100,6 +100,7 @@ def run(
     num_steps: int,
     stop_residual: float = 0.0,
     max_residual: float = math.inf,
+    step_limit: int | None = None,
     mesh: jax.sharding.Mesh | None = None,
 ) -> tuple[State, Trace]:
   """Runs up to ``num_steps`` steps of ``method`` from ``state``.
@@ -113,9 +114,11 @@ def run(
     method: the method (its numeric fields may be traced).
     game: the game.
     state: from :func:`init` or a previous :func:`run`.
-    num_steps: maximum number of steps (static).
+    num_steps: maximum number of steps (static: the length of the trace).
     stop_residual: absolute tolerance on :math:`\\|F\\|`.
     max_residual: divergence threshold on :math:`\\|F\\|`.
+    step_limit: at most this many steps (<= ``num_steps``); traced, so a
+      varying limit does not recompile. None means ``num_steps``.
     mesh: None (one device, ``vmap``) or a mesh with a ``"players"`` axis
       with one device per player (``shard_map``).
 
@@ -139,9 +142,11 @@ def run(
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
   _check_mesh(game, mesh)
+  step_limit = num_steps if step_limit is None else step_limit
   return _run(method, _without_solution(game), state,
               jnp.asarray(stop_residual, game.dtype),
-              jnp.asarray(max_residual, game.dtype), num_steps=num_steps,
+              jnp.asarray(max_residual, game.dtype),
+              jnp.asarray(step_limit, jnp.int32), num_steps=num_steps,
               mesh=mesh)
 
 
@@ -244,19 +249,30 @@ class _Observation(NamedTuple):
 
 def _observe(player: Player, method: Method, state: State) -> _Observation:
   """Monitoring only: plain collectives that bypass the counted Player API."""
-  view_NxD = jax.lax.all_gather(method.iterate(player, state), PLAYER_AXIS)
-  grad_D = player.player_gradient(player.data, player.index, view_NxD)
+  block_D = method.iterate(player, state)
   counters: Counters = state.counters
+  # One all-gather carries the block and, bit for bit, the oracle count
+  # (collectives cost milliseconds across processes).
+  count_type = {4: jnp.int32, 8: jnp.int64}[block_D.dtype.itemsize]
+  count_bits = jax.lax.bitcast_convert_type(
+      counters.oracle_calls.astype(count_type), block_D.dtype)
+  gathered = jax.lax.all_gather(
+      jnp.concatenate([block_D, count_bits[None]]), PLAYER_AXIS)
+  view_NxD = gathered[:, :-1]
+  oracle_calls_N = jax.lax.bitcast_convert_type(
+      gathered[:, -1], count_type).astype(jnp.int32)
+  grad_D = player.player_gradient(player.data, player.index, view_NxD)
   return _Observation(
       residual=jnp.sqrt(jax.lax.psum(jnp.sum(grad_D**2), PLAYER_AXIS)),
       rounds=counters.rounds,
       scalar_allreduces=counters.scalar_allreduces,
-      oracle_calls=jax.lax.all_gather(counters.oracle_calls, PLAYER_AXIS),
+      oracle_calls=oracle_calls_N,
   )
 
 
 @functools.partial(jax.jit, static_argnames=("num_steps", "mesh"))
-def _run(method, game, state, stop_residual, max_residual, *, num_steps, mesh):
+def _run(method, game, state, stop_residual, max_residual, step_limit, *,
+         num_steps, mesh):
   player_data = (game.player_data, game.self_smoothness)
   shared = (method, _shared(game))
 
@@ -272,7 +288,8 @@ def _run(method, game, state, stop_residual, max_residual, *, num_steps, mesh):
   # the trace stay unbatched (in-place trace updates under vmap too).
   def keep_going(carry):
     t, _, observation, _ = carry
-    return ((t < num_steps) & (observation.residual > stop_residual)
+    return ((t < jnp.minimum(num_steps, step_limit))
+            & (observation.residual > stop_residual)
             & (observation.residual <= max_residual))
 
   def body(carry):
