@@ -339,8 +339,31 @@ def table_markdown(best, table, config):
               " Jacobi round (not counted as a round, per the spec): "
               + ", ".join(f"{r:g}: {b['scalar_allreduces']}"
                           for r, b in sorted(dm.items())) + "."]
-  lines += ["", statement_of_agreement(table), ""]
+  lines += ["", statement_of_agreement(table), "", comparison_with_eg(best),
+            ""]
   return "\n".join(lines)
+
+
+def comparison_with_eg(best):
+  """Where DM-SP beat EG's best step size, in plain words."""
+  by_key = {(b["method"], b["ratio"]): b for b in best}
+  ratios = sorted(r for m, r in by_key if m == "dm_sp"
+                  and ("extragradient", r) in by_key)
+  if not ratios:
+    return ""
+  parts = []
+  for kind, words in (("rounds", "communication rounds"),
+                      ("oracle_calls", "oracle calls per player")):
+    fewer = [r for r in ratios if by_key[("dm_sp", r)]["converged"]
+             and by_key[("dm_sp", r)][kind]
+             < by_key[("extragradient", r)][kind]]
+    more = [f"{r:g} ({by_key[('dm_sp', r)][kind]} vs"
+            f" {by_key[('extragradient', r)][kind]})"
+            for r in ratios if r not in fewer]
+    text = (f"DM-SP needed fewer {words} than EG at L_xx/L_xy ="
+            f" {', '.join(f'{r:g}' for r in fewer) or 'none'}")
+    parts.append(text + (f", and not at {'; '.join(more)}." if more else "."))
+  return " ".join(parts)
 
 
 def statement_of_agreement(table):
@@ -480,6 +503,12 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
   notes += [f"{b['run']}: {b['status']} (relative residual"
             f" {b['relative_residual']:.3g})"
             for b in best if not b["converged"]]
+  for b in best:
+    peak = max(r["relative_residual"] for r in records[b["run"]])
+    if peak > 1.0:
+      notes.append(f"{b['run']}: ||F|| of the last iterate first rises to"
+                   f" {peak:.3g} x ||F(z0)|| before it decays (the residual"
+                   " is not monotone along the iterates).")
   report = harness.make_report(
       workdir,
       paper=PAPER,

@@ -250,7 +250,7 @@ def dm_vip(
     ...                                    l_self=10.0, l_cross=1.0)
     >>> method = saddle.dm_vip()
     >>> state, trace = saddle.run(method, game, saddle.init(method, game,
-    ...                           game.zeros()), num_steps=200,
+    ...                           game.zeros()), num_steps=100,
     ...                           stop_residual=1e-3)
     >>> float(saddle.distance_to_solution(game, state.iterate)) < 1e-2
     True
@@ -275,11 +275,11 @@ def dm_sp(
   Example:
     >>> import jax
     >>> from jaxpapers import saddle
-    >>> game = saddle.random_saddle_game(jax.random.key(0), 8, l_xx=100.0,
+    >>> game = saddle.random_saddle_game(jax.random.key(0), 4, l_xx=100.0,
     ...                                  l_xy=1.0, mu=0.1)
     >>> method = saddle.dm_sp()
     >>> state, trace = saddle.run(method, game, saddle.init(method, game,
-    ...                           game.zeros()), num_steps=500,
+    ...                           game.zeros()), num_steps=100,
     ...                           stop_residual=1e-3)
     >>> float(saddle.residual_norm(game, state.iterate)) <= 1e-3
     True

@@ -63,8 +63,8 @@ def gda(step_size: jax.typing.ArrayLike) -> GDA:
     ...                                  l_xy=0.2, mu=0.5)
     >>> method = saddle.gda(step_size=0.5)
     >>> state, trace = saddle.run(method, game, saddle.init(method, game,
-    ...                           game.zeros()), num_steps=3)
-    >>> trace.rounds.tolist(), trace.oracle_calls[:, 0].tolist()
+    ...                           game.zeros()), num_steps=100)
+    >>> trace.rounds[:3].tolist(), trace.oracle_calls[:3, 0].tolist()
     ([1, 2, 3], [1, 2, 3])
   """
   check_constant("step_size", step_size, strict=True)

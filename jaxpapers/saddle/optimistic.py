@@ -76,8 +76,8 @@ def optimistic_gda(step_size: jax.typing.ArrayLike) -> OptimisticGDA:
     >>> game = saddle.random_bilinear_game(jax.random.key(0), 4)
     >>> method = saddle.optimistic_gda(step_size=0.25)
     >>> state, trace = saddle.run(method, game, saddle.init(method, game,
-    ...                           game.zeros()), num_steps=3)
-    >>> trace.rounds.tolist(), trace.oracle_calls[:, 0].tolist()
+    ...                           game.zeros()), num_steps=100)
+    >>> trace.rounds[:3].tolist(), trace.oracle_calls[:3, 0].tolist()
     ([1, 2, 3], [1, 2, 3])
   """
   check_constant("step_size", step_size, strict=True)

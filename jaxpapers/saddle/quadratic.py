@@ -217,7 +217,7 @@ def random_saddle_game(
   Example:
     >>> import jax
     >>> from jaxpapers import saddle
-    >>> game = saddle.random_saddle_game(jax.random.key(0), 8, l_xx=10.0,
+    >>> game = saddle.random_saddle_game(jax.random.key(0), 4, l_xx=10.0,
     ...                                  l_xy=1.0, mu=0.1)
     >>> game.self_smoothness.round(3).tolist(), round(float(game.coupling), 3)
     ([10.0, 10.0], 1.0)

@@ -15,10 +15,11 @@ def _x64():
 
 
 def test_power_iteration_estimates_equal_the_exact_constants():
-  game = saddle.random_monotone_game(jax.random.key(7), 3, 4, mu=0.1,
+  # Shapes shared with the other tests reuse their compiled programs.
+  game = saddle.random_monotone_game(jax.random.key(7), 4, 3, mu=0.1,
                                      l_self=6.0, l_cross=2.0,
                                      dtype=jnp.float64)
-  z = jax.random.normal(jax.random.key(8), (3, 4), jnp.float64)
+  z = jax.random.normal(jax.random.key(8), (4, 3), jnp.float64)
   self_smoothness, coupling = jax.jit(
       lambda g, z: saddle.estimate_constants(g, z, max_iters=500, tol=1e-10)
   )(game, z)
@@ -27,16 +28,16 @@ def test_power_iteration_estimates_equal_the_exact_constants():
 
 
 def test_operator_stacks_every_players_own_gradient():
-  game = saddle.random_saddle_game(jax.random.key(2), 3, l_xx=2.0, l_xy=1.0,
+  game = saddle.random_saddle_game(jax.random.key(2), 4, l_xx=2.0, l_xy=1.0,
                                    mu=0.5, dtype=jnp.float64)
-  z = jax.random.normal(jax.random.key(3), (2, 3), jnp.float64)
-  rows = np.asarray(game.player_data.jacobian_rows).reshape(6, 6)
+  z = jax.random.normal(jax.random.key(3), (2, 4), jnp.float64)
+  rows = np.asarray(game.player_data.jacobian_rows).reshape(8, 8)
   offset = np.asarray(game.player_data.offset).reshape(-1)
   np.testing.assert_allclose(jax.jit(game.operator)(z).reshape(-1),
                              rows @ np.asarray(z).reshape(-1) + offset,
                              rtol=1e-12)
-  with pytest.raises(ValueError, match=r"z must have shape .* \(2, 3\)"):
-    game.operator(jnp.zeros((3, 3)))
+  with pytest.raises(ValueError, match=r"z must have shape .* \(2, 4\)"):
+    game.operator(jnp.zeros((3, 4)))
 
 
 def test_make_game_rejects_ragged_player_data():

@@ -40,11 +40,16 @@ def games():
   }
 
 
-def _solve(method, game, num_steps, mesh=None, rtol=1e-8):
+# One trace length for every run, so that runs of a method on games of one
+# shape share a compiled program; step_limit (traced) sets the budget.
+TRACE_LENGTH = 5000
+
+
+def _solve(method, game, step_limit, mesh=None, rtol=1e-8):
   state = saddle.init(method, game, game.zeros(), mesh=mesh)
   stop = rtol * float(saddle.residual_norm(game, game.zeros()))
-  return saddle.run(method, game, state, num_steps=num_steps,
-                    stop_residual=stop, mesh=mesh)
+  return saddle.run(method, game, state, num_steps=TRACE_LENGTH,
+                    stop_residual=stop, step_limit=step_limit, mesh=mesh)
 
 
 def _final_iterate(method, state):
@@ -82,10 +87,8 @@ def test_methods_converge_on_a_bilinear_game(name):
 
 def test_gda_diverges_on_a_bilinear_game():
   game = saddle.random_bilinear_game(jax.random.key(4), 4, dtype=jnp.float64)
-  method = saddle.gda(0.1)
-  _, trace = saddle.run(method, game, saddle.init(method, game, game.zeros()),
-                        num_steps=200)
-  residual = np.asarray(trace.residual)
+  _, trace = _solve(saddle.gda(0.1), game, 200)
+  residual = np.asarray(trace.residual)[:200]
   assert residual[-1] > 2 * residual[0]
 
 
@@ -124,12 +127,11 @@ def test_decoupled_method_solves_the_robust_regression():
 def test_baseline_counters_match_a_hand_count(saddle_game, name, rounds,
                                               oracle_calls):
   method = BASELINES[name](saddle_game)
-  _, trace = saddle.run(method, saddle_game,
-                        saddle.init(method, saddle_game, saddle_game.zeros()),
-                        num_steps=3)
-  assert trace.rounds.tolist() == rounds
-  assert trace.oracle_calls.tolist() == [[c, c] for c in oracle_calls]
-  assert trace.scalar_allreduces.tolist() == [0, 0, 0]
+  _, trace = _solve(method, saddle_game, 3)
+  assert int(trace.num_steps_taken) == 3
+  assert trace.rounds[:4].tolist() == rounds + [-1]
+  assert trace.oracle_calls[:3].tolist() == [[c, c] for c in oracle_calls]
+  assert trace.scalar_allreduces[:3].tolist() == [0, 0, 0]
 
 
 def _hand_decoupled(z0, eta, sigma, tau, stages):
@@ -210,7 +212,7 @@ def test_sharded_run_equals_single_device_run(games, num_players, name):
                                atol=1e-12)
   trace = sharded[1]
   assert int(trace.num_steps_taken) > 2
-  assert trace.oracle_calls.shape == (60, num_players)
+  assert trace.oracle_calls.shape == (TRACE_LENGTH, num_players)
 
 
 def test_player_count_must_match_the_mesh(saddle_game):
@@ -269,8 +271,18 @@ def test_nan_in_the_game_stops_the_run_and_shows(saddle_game):
                           coupling=1.0)
   method = saddle.extragradient(0.01)
   _, trace = saddle.run(method, game, saddle.init(method, game, game.zeros()),
-                        num_steps=10)
+                        num_steps=TRACE_LENGTH, step_limit=10)
   assert int(trace.num_steps_taken) == 0
+
+
+def test_divergence_stops_the_run_and_shows(saddle_game):
+  method = saddle.extragradient(100.0)
+  _, trace = saddle.run(method, saddle_game,
+                        saddle.init(method, saddle_game, saddle_game.zeros()),
+                        num_steps=TRACE_LENGTH, max_residual=1e6)
+  taken = int(trace.num_steps_taken)
+  assert 0 < taken < 50
+  assert not float(trace.residual[taken - 1]) <= 1e6
 
 
 def test_methods_with_equal_fields_have_distinct_treedefs(saddle_game):

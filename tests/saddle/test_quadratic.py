@@ -21,15 +21,15 @@ def _dense(game):
 
 @pytest.mark.parametrize("l_xx,l_xy,mu", [(1.0, 1.0, 1e-3), (50.0, 2.0, 0.1)])
 def test_random_saddle_game_has_the_requested_constants(l_xx, l_xy, mu):
-  game = saddle.random_saddle_game(jax.random.key(1), 6, l_xx=l_xx, l_xy=l_xy,
+  game = saddle.random_saddle_game(jax.random.key(1), 4, l_xx=l_xx, l_xy=l_xy,
                                    mu=mu, dtype=jnp.float64)
   a = _dense(game)
-  p, b, q = a[:6, :6], a[:6, 6:], a[6:, 6:]
+  p, b, q = a[:4, :4], a[:4, 4:], a[4:, 4:]
   np.testing.assert_allclose(np.linalg.eigvalsh(p)[[0, -1]], [mu, l_xx],
                              rtol=1e-9)
   np.testing.assert_allclose(np.linalg.svd(b, compute_uv=False)[0], l_xy,
                              rtol=1e-9)
-  np.testing.assert_allclose(a[6:, :6], -b.T)
+  np.testing.assert_allclose(a[4:, :4], -b.T)
   np.testing.assert_allclose(game.self_smoothness, [l_xx, l_xx], rtol=1e-9)
   np.testing.assert_allclose(game.coupling, l_xy, rtol=1e-9)
   np.testing.assert_allclose(game.monotonicity,
@@ -58,7 +58,7 @@ def test_monotone_game_is_monotone_and_general_sum():
 
 
 def test_bilinear_game_solution_and_zero_monotonicity():
-  game = saddle.random_bilinear_game(jax.random.key(3), 5, l_xy=2.0,
+  game = saddle.random_bilinear_game(jax.random.key(3), 4, l_xy=2.0,
                                      min_singular_value=0.5,
                                      dtype=jnp.float64)
   assert float(game.monotonicity) == 0.0
