@@ -28,8 +28,11 @@ from jaxpapers.saddle.metrics import distance_to_solution
 from jaxpapers.saddle.metrics import duality_gap
 from jaxpapers.saddle.metrics import residual_norm
 from jaxpapers.saddle.network import Counters
+from jaxpapers.saddle.network import ExchangesIterates
 from jaxpapers.saddle.network import Player
 from jaxpapers.saddle.network import PLAYER_AXIS
+from jaxpapers.saddle.network import register_method
+from jaxpapers.saddle.network import ViewState
 from jaxpapers.saddle.optimistic import optimistic_gda
 from jaxpapers.saddle.optimistic import OptimisticGDA
 from jaxpapers.saddle.quadratic import linear_game

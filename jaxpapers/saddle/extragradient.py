@@ -15,43 +15,28 @@ References:
   problems <https://cir.nii.ac.jp/crid/1571980074449592064>`_, 1976.
 """
 
-from typing import NamedTuple
-
 import jax
 
 from jaxpapers.saddle.game import check_constant
-from jaxpapers.saddle.network import Counters
+from jaxpapers.saddle.network import ExchangesIterates
 from jaxpapers.saddle.network import Player
 from jaxpapers.saddle.network import register_method
-from jaxpapers.saddle.network import zero_counters
-
-
-class ExtragradientState(NamedTuple):
-  view: jax.Array  # (N, D) every player's block after the last full step
-  counters: Counters
+from jaxpapers.saddle.network import ViewState
 
 
 @register_method()
-class Extragradient:
+class Extragradient(ExchangesIterates):
   """Extragradient with step size ``step_size`` (see :func:`extragradient`)."""
 
   step_size: jax.typing.ArrayLike
 
-  def init(self, player: Player, z0_NxD: jax.Array) -> ExtragradientState:
-    del player
-    return ExtragradientState(z0_NxD, zero_counters())
-
-  def step(self, player: Player,
-           state: ExtragradientState) -> ExtragradientState:
+  def step(self, player: Player, state: ViewState) -> ViewState:
     own = state.view[player.index]
     grad, counters = player.gradient(state.view, state.counters)
     half_view, counters = player.exchange(own - self.step_size * grad, counters)
     grad, counters = player.gradient(half_view, counters)
     view, counters = player.exchange(own - self.step_size * grad, counters)
-    return ExtragradientState(view, counters)
-
-  def iterate(self, player: Player, state: ExtragradientState) -> jax.Array:
-    return state.view[player.index]
+    return ViewState(view, counters)
 
 
 def extragradient(step_size: jax.typing.ArrayLike) -> Extragradient:

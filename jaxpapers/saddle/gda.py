@@ -10,40 +10,26 @@ broadcasts the result: 1 round and 1 oracle call per player per step. For a
 :math:`\gamma > 0`.
 """
 
-from typing import NamedTuple
-
 import jax
 
 from jaxpapers.saddle.game import check_constant
-from jaxpapers.saddle.network import Counters
+from jaxpapers.saddle.network import ExchangesIterates
 from jaxpapers.saddle.network import Player
 from jaxpapers.saddle.network import register_method
-from jaxpapers.saddle.network import zero_counters
-
-
-class GDAState(NamedTuple):
-  view: jax.Array  # (N, D) every player's block after the last exchange
-  counters: Counters
+from jaxpapers.saddle.network import ViewState
 
 
 @register_method()
-class GDA:
+class GDA(ExchangesIterates):
   """Simultaneous GDA with step size ``step_size`` (see :func:`gda`)."""
 
   step_size: jax.typing.ArrayLike
 
-  def init(self, player: Player, z0_NxD: jax.Array) -> GDAState:
-    del player
-    return GDAState(z0_NxD, zero_counters())
-
-  def step(self, player: Player, state: GDAState) -> GDAState:
+  def step(self, player: Player, state: ViewState) -> ViewState:
     grad, counters = player.gradient(state.view, state.counters)
     block = state.view[player.index] - self.step_size * grad
     view, counters = player.exchange(block, counters)
-    return GDAState(view, counters)
-
-  def iterate(self, player: Player, state: GDAState) -> jax.Array:
-    return state.view[player.index]
+    return ViewState(view, counters)
 
 
 def gda(step_size: jax.typing.ArrayLike) -> GDA:

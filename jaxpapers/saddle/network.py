@@ -89,6 +89,28 @@ class Player(NamedTuple):
     return view_NxD.at[self.index].set(block_D)
 
 
+class ViewState(NamedTuple):
+  """State of a method whose iterate is the blocks of the last exchange."""
+
+  view: jax.Array  # (N, D); the own row is the own current block
+  counters: Counters
+
+
+class ExchangesIterates:
+  """Base of methods that broadcast every new iterate (GDA, EG, OGDA).
+
+  Every player starts knowing ``z0`` and its current block is its row of
+  the last exchange.
+  """
+
+  def init(self, player: Player, z0_NxD: jax.Array) -> ViewState:
+    del player
+    return ViewState(z0_NxD, zero_counters())
+
+  def iterate(self, player: Player, state: Any) -> jax.Array:
+    return state.view[player.index]
+
+
 def register_method(*, meta_fields: tuple[str, ...] = ()):
   """Class decorator: a frozen dataclass of hyperparameters as a pytree.
 

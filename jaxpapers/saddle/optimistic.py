@@ -24,6 +24,7 @@ import optax
 
 from jaxpapers.saddle.game import check_constant
 from jaxpapers.saddle.network import Counters
+from jaxpapers.saddle.network import ExchangesIterates
 from jaxpapers.saddle.network import Player
 from jaxpapers.saddle.network import register_method
 from jaxpapers.saddle.network import zero_counters
@@ -36,7 +37,7 @@ class OptimisticState(NamedTuple):
 
 
 @register_method()
-class OptimisticGDA:
+class OptimisticGDA(ExchangesIterates):
   """Optimistic GDA with step size ``step_size`` (see :func:`optimistic_gda`)."""
 
   step_size: jax.typing.ArrayLike
@@ -57,9 +58,6 @@ class OptimisticGDA:
     view, counters = player.exchange(optax.apply_updates(own, update), counters)
     return OptimisticState(view, optimizer_state, counters)
 
-  def iterate(self, player: Player, state: OptimisticState) -> jax.Array:
-    return state.view[player.index]
-
 
 def optimistic_gda(step_size: jax.typing.ArrayLike) -> OptimisticGDA:
   """Optimistic gradient descent-ascent (Popov).
@@ -73,12 +71,13 @@ def optimistic_gda(step_size: jax.typing.ArrayLike) -> OptimisticGDA:
   Example:
     >>> import jax
     >>> from jaxpapers import saddle
-    >>> game = saddle.random_bilinear_game(jax.random.key(0), 4)
-    >>> method = saddle.optimistic_gda(step_size=0.25)
-    >>> state, trace = saddle.run(method, game, saddle.init(method, game,
-    ...                           game.zeros()), num_steps=100)
-    >>> trace.rounds[:3].tolist(), trace.oracle_calls[:3, 0].tolist()
-    ([1, 2, 3], [1, 2, 3])
+    >>> game = saddle.random_bilinear_game(jax.random.key(1), 4)
+    >>> step_size = 0.5 / float(saddle.lipschitz_bound(game))
+    >>> method = saddle.optimistic_gda(step_size)
+    >>> state = saddle.init(method, game, game.zeros())
+    >>> state, trace = saddle.run(method, game, state, num_steps=100)
+    >>> trace.rounds[-1].tolist()  # one exchange per step
+    100
   """
   check_constant("step_size", step_size, strict=True)
   return OptimisticGDA(step_size)
