@@ -294,3 +294,67 @@ def test_methods_with_equal_fields_have_distinct_treedefs(saddle_game):
   assert len({str(s) for s in structures}) == 3
   assert all(a != b for i, a in enumerate(structures)
              for b in structures[i + 1:])
+
+
+def _primitives(jaxpr):
+  """Primitive names of a jaxpr, with each nested jaxpr as a sub-list."""
+  names = []
+  for eqn in jaxpr.eqns:
+    names.append(eqn.primitive.name)
+    for value in eqn.params.values():
+      for sub in value if isinstance(value, (tuple, list)) else (value,):
+        inner = getattr(sub, "jaxpr", sub)
+        if hasattr(inner, "eqns"):
+          names.append(_primitives(inner))
+  return names
+
+
+def _flat(names):
+  return [n for x in names for n in (_flat(x) if isinstance(x, list) else [x])]
+
+
+def _step_jaxpr(method, game):
+  """The jaxpr of one step of the per-player program under shard_map."""
+  mesh = _mesh(game.num_players)
+  state = saddle.init(method, game, game.zeros(), mesh=mesh)
+
+  def per_player(data, self_smoothness, state):
+    own = lambda tree: jax.tree.map(lambda x: x[0], tree)
+    player = saddle.Player(jax.lax.axis_index(saddle.PLAYER_AXIS), own(data),
+                           own(self_smoothness), game.coupling,
+                           game.monotonicity, game.player_gradient)
+    return jax.tree.map(lambda x: x[None], method.step(player, own(state)))
+
+  stepped = jax.shard_map(per_player, mesh=mesh, in_specs=jax.P("players"),
+                          out_specs=jax.P("players"), check_vma=False)
+  split = jax.NamedSharding(mesh, jax.P("players"))
+  data, self_smoothness = jax.device_put(
+      (game.player_data, game.self_smoothness), split)
+  jaxpr = jax.make_jaxpr(stepped)(data, self_smoothness, state).jaxpr
+  (inner,) = [x for x in _primitives(jaxpr) if isinstance(x, list)]
+  return inner
+
+
+@pytest.mark.parametrize("name,exchanges", [
+    ("gda", 1), ("extragradient", 2), ("optimistic_gda", 1)])
+def test_each_counted_round_is_one_all_gather(saddle_game, name, exchanges):
+  method = BASELINES[name](saddle_game)
+  names = _flat(_step_jaxpr(method, saddle_game))
+  assert names.count("all_gather") == exchanges
+  assert "psum" not in names
+
+
+def test_decoupled_local_solves_run_without_collectives(saddle_game):
+  names = _step_jaxpr(saddle.dm_sp(), saddle_game)
+  # A stage is a while loop over Jacobi rounds; a round's body holds the
+  # local AGD (a nested while loop), then the exchange and the HPE test.
+  (body,) = [x for x in names if isinstance(x, list)
+             and "all_gather" in _flat(x)]
+  top_level = [n for n in body if not isinstance(n, list)]
+  assert top_level.count("all_gather") == 1
+  assert top_level.count("psum") == 1
+  local_solves = [x for x in body if isinstance(x, list)]
+  assert local_solves
+  for local in local_solves:
+    assert not {"all_gather", "psum", "ppermute", "all_to_all"} & set(
+        _flat(local))
