@@ -98,7 +98,7 @@ class DecoupledState(NamedTuple):
 @register_method(meta_fields=("max_jacobi_rounds", "max_local_iters",
                              "count_scalar_allreduce", "num_players"))
 class DecoupledMethod:
-  """The Decoupled Method (reconstruction); build it with :func:`dm_sp` or :func:`dm_vip`."""
+  """The Decoupled Method (reconstruction); built by :func:`dm_sp`, :func:`dm_vip`."""
 
   eta: jax.typing.ArrayLike | None
   sigma: jax.typing.ArrayLike
@@ -195,7 +195,7 @@ class DecoupledMethod:
 
 
 def ergodic_average(state: DecoupledState) -> jax.Array:
-  """Average of the accepted prox points :math:`\\hat z_k` (the point whose gap decays as 1/k).
+  """Average of the accepted prox points :math:`\\hat z_k` (gap decays as 1/k).
 
   Args:
     state: the stacked state returned by :func:`~jaxpapers.saddle.run`.

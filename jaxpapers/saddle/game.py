@@ -188,7 +188,7 @@ def check_constant(name: str, value: Any, *, strict: bool) -> None:
 
 
 def lipschitz_bound(game: Game) -> jax.Array:
-  """:math:`L = \\max_i L_{ii} + L_{xy}`, the bound on :math:`\\|\\partial F\\|` behind EG's step."""
+  """:math:`L = \\max_i L_{ii} + L_{xy}` >= :math:`\\|\\partial F\\|`, behind EG's step."""
   return jnp.max(game.self_smoothness) + game.coupling
 
 

@@ -22,7 +22,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxpapers.saddle.game import Game
 from jaxpapers.saddle.game import make_game

@@ -1,4 +1,4 @@
-r"""Robust linear regression against a shared feature shift, with the data split over nodes.
+r"""Robust linear regression against a shared feature shift, data split over nodes.
 
 .. math::
   f(w, r) = \frac{1}{M} \sum_{m=1}^{M} f_m(w, r), \qquad
