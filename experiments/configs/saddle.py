@@ -1,6 +1,6 @@
 r"""Distributed saddle problems: communication and oracle cost vs L_xx / L_xy.
 
-Default (about 5 min on 2 CPU cores)::
+Default (105 s of CPU time; 8.5 min wall on a shared, busy 2-core machine)::
 
   python -m experiments.saddle --config experiments/configs/saddle.py
 
@@ -8,15 +8,19 @@ Smoke test (under a minute)::
 
   python -m experiments.saddle --config experiments/configs/saddle.py:smoke
 
-The same run as two processes, one player per process, with gloo CPU
-collectives (``XLA_FLAGS=--xla_force_host_platform_device_count=1`` in each
-process's environment; pick a free port)::
+The same run as two processes, one player (one CPU device) per process, with
+gloo collectives on localhost; it gives the same numbers::
 
   for i in 0 1; do
-    python -m experiments.saddle --config experiments/configs/saddle.py \
+    XLA_FLAGS=--xla_force_host_platform_device_count=1 \
+    python -m experiments.saddle --config experiments/configs/saddle.py:smoke \
         --coordinator_address=127.0.0.1:PORT --num_processes=2 \
-        --process_id=$i --workdir runs/saddle_2proc &
+        --process_id=$i --workdir runs/saddle_smoke_2proc &
   done; wait
+
+(A gloo collective costs milliseconds, against microseconds for a step on
+one device, so the default sweep, with EG's 4e5 steps at L_xx/L_xy = 1000,
+takes hours this way; use ``:smoke`` or smaller ``ratios``.)
 
 Setup from the spec's E1: d_x = d_y = ``dim`` quadratic games with L_xy = 1,
 mu = 1e-3 and L_xx = L_yy = ratio * L_xy for each ratio; every method starts
