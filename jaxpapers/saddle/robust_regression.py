@@ -148,7 +148,11 @@ def robust_regression(
                           self_smoothness=0.0, coupling=1.0)
   solution, monotonicity, self_smoothness, coupling = _solve_and_measure(
       provisional, newton_iters)
-  if not float(monotonicity) > 0:
+  try:
+    monotone = float(monotonicity) > 0
+  except jax.errors.ConcretizationTypeError:
+    monotone = True  # traced: the caller sees a negative monotonicity
+  if not monotone:
     raise ValueError(
         f"beta={beta} is too small: the game is not monotone at its"
         f" stationary point (smallest eigenvalue {float(monotonicity):.3g});"

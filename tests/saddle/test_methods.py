@@ -117,6 +117,8 @@ def test_decoupled_method_solves_the_robust_regression():
   np.testing.assert_allclose(
       np.mean(node_operators(game.player_data, z), axis=0),
       jax.jit(game.operator)(z), rtol=1e-10)
+  with pytest.raises(ValueError, match="beta=1.0 is too small"):
+    saddle.robust_regression(features, targets, num_nodes=3, beta=1.0)
 
 
 @pytest.mark.parametrize("name,rounds,oracle_calls", [
