@@ -1,0 +1,61 @@
+"""Saddle benchmarks (issue 5), printed as ratios from one run.
+
+1. Cost of the per-player program: one Extragradient step through
+   :func:`jaxpapers.saddle.run` (``vmap`` over players, counted exchanges, the
+   observer's residual) over one step of a plain global EG loop
+   (``z - gamma (A z + c)`` twice), on the d=200 game of the experiment at
+   L_xx/L_xy = 100, float64. Goal: <= 2 (the observer alone adds a third
+   operator evaluation, 1.5x).
+2. Cost of one DM-SP stage over one EG step on the same game; the stage's
+   local solves take about sqrt(1 + L_xx / (2 L_xy)) gradients each.
+
+Run: ``python -m benchmarks.saddle``.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from benchmarks import common
+from jaxpapers import saddle
+
+STEPS = 2000
+
+
+@functools.partial(jax.jit, static_argnames="num_steps")
+def _plain_extragradient(rows, offset, z, step_size, num_steps):
+  matrix = rows.reshape(offset.size, offset.size)
+  c = offset.reshape(-1)
+
+  def body(_, z):
+    half = z - step_size * (matrix @ z + c)
+    return z - step_size * (matrix @ half + c)
+
+  return jax.lax.fori_loop(0, num_steps, body, z.reshape(-1))
+
+
+def main():
+  with jax.enable_x64(True):
+    game = saddle.random_saddle_game(jax.random.key(0), 200, l_xx=100.0,
+                                     l_xy=1.0, mu=1e-3, dtype=jnp.float64)
+    step_size = 1 / float(saddle.lipschitz_bound(game))
+    rows, offset = game.player_data
+    plain = common.time_jitted(_plain_extragradient, rows, offset,
+                               game.zeros(), step_size, STEPS) / STEPS
+
+    def per_player(method, num_steps):
+      state = saddle.init(method, game, game.zeros())
+      run = lambda s: saddle.run(method, game, s, num_steps=num_steps)
+      return common.time_jitted(run, state, repeats=3) / num_steps
+
+    eg = per_player(saddle.extragradient(step_size), STEPS)
+    dm = per_player(saddle.dm_sp(), 200)
+  print(f"EG step, per-player program / plain loop: {eg / plain:.2f}x"
+        f" (goal <= 2)  [{1e6 * eg:.0f} us vs {1e6 * plain:.0f} us]")
+  print(f"DM-SP stage / EG step (per-player programs): {dm / eg:.1f}x"
+        f"  [{1e6 * dm:.0f} us per stage]")
+
+
+if __name__ == "__main__":
+  main()

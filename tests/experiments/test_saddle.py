@@ -1,0 +1,205 @@
+"""The saddle binary: two processes give the single-process numbers; claims."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from experiments import harness
+from experiments import saddle as saddle_experiment
+from experiments.configs import saddle as saddle_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The smallest sweep that still has two ratios and a method of each kind;
+# games of tests/saddle's shape and its trace length (5000) let the
+# in-process reference reuse programs compiled there.
+TINY = {"dim": 4, "ratios": (1.0, 4.0), "rtol": 1e-3,
+        "methods": ("dm_sp", "extragradient"), "step_multipliers": (1.0,),
+        "max_rounds": 2000, "steps_per_chunk": 5000}
+
+
+def _flags(overrides):
+  return [f"--config.{k}={v!r}" if isinstance(v, tuple) else f"--config.{k}={v}"
+          for k, v in overrides.items()]
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _read(workdir):
+  with open(os.path.join(workdir, "report.json")) as f:
+    report = json.load(f)
+  metrics = {}
+  for name in sorted(os.listdir(os.path.join(workdir, "metrics"))):
+    with open(os.path.join(workdir, "metrics", name)) as f:
+      metrics[name] = [json.loads(line) for line in f]
+  return report, metrics
+
+
+def _assert_same_numbers(got, expected):
+  (report, metrics), (ref_report, ref_metrics) = got, expected
+  runs, ref_runs = report["run_data"]["runs"], ref_report["run_data"]["runs"]
+  assert [r["run"] for r in runs] == [r["run"] for r in ref_runs]
+  for run, ref in zip(runs, ref_runs):
+    for key in ("status", "steps", "rounds", "scalar_allreduces",
+                "oracle_calls", "oracle_calls_total"):
+      assert run[key] == ref[key], (run["run"], key)
+    np.testing.assert_allclose(run["relative_residual"],
+                               ref["relative_residual"], rtol=1e-9)
+  assert metrics.keys() == ref_metrics.keys()
+  for name, records in metrics.items():
+    ref_records = ref_metrics[name]
+    assert [r["step"] for r in records] == [r["step"] for r in ref_records]
+    assert ([r["rounds"] for r in records]
+            == [r["rounds"] for r in ref_records])
+    assert ([r["oracle_calls"] for r in records]
+            == [r["oracle_calls"] for r in ref_records])
+    np.testing.assert_allclose([r["residual"] for r in records],
+                               [r["residual"] for r in ref_records], rtol=1e-9)
+
+
+def test_two_processes_give_the_single_process_numbers(tmp_path):
+  port = _free_port()
+  two = tmp_path / "two_processes"
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=1")
+  command = [sys.executable, "-m", "experiments.saddle", "--config",
+             "experiments/configs/saddle.py:smoke", *_flags(TINY),
+             f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
+             "--workdir", str(two)]
+  procs = [subprocess.Popen(command + [f"--process_id={i}"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True) for i in range(2)]
+  # Meanwhile, the reference: one process, all players on one device.
+  config = saddle_config.get_config("smoke")
+  config.update(TINY)
+  config.execution = "single"
+  single = tmp_path / "single"
+  saddle_experiment.main(jax.random.key(0), config,
+                         harness.Workdir(str(single), config, "saddle"))
+  for proc in procs:
+    _, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-3000:]
+  got, expected = _read(two), _read(single)
+  platform = got[0]["run_data"]["platform"]
+  assert (platform["process_count"], platform["device_count"]) == (2, 2)
+  assert any("one device per player" in n for n in got[0]["run_data"]["notes"])
+  assert any("all players on one device" in n
+             for n in expected[0]["run_data"]["notes"])
+  _assert_same_numbers(got, expected)
+  # Communication is what the method needs, whatever carries it.
+  dm = [r for r in got[0]["run_data"]["runs"] if r["method"] == "dm_sp"]
+  assert all(r["converged"] and r["rounds"] == r["scalar_allreduces"]
+             for r in dm)
+
+
+def _best(ratio, method, rounds, oracle_calls, converged=True):
+  return {"ratio": ratio, "method": method, "rounds": rounds,
+          "oracle_calls": oracle_calls, "scalar_allreduces": rounds,
+          "converged": converged, "run": f"{ratio}_{method}"}
+
+
+class _Config:
+  methods = ("dm_sp", "extragradient")
+  ratios = (1.0, 10.0, 100.0)
+  l_xy = 1.0
+
+
+@pytest.mark.parametrize("dm_rounds,flat", [((300, 310, 320), True),
+                                            ((300, 30000, 3000000), False)])
+def test_claim_checks_follow_the_numbers(dm_rounds, flat):
+  best = []
+  for ratio, rounds in zip(_Config.ratios, dm_rounds):
+    best.append(_best(ratio, "dm_sp", rounds,
+                      int(100 * (1 + np.sqrt(ratio)))))
+    best.append(_best(ratio, "extragradient", int(600 * (1 + ratio)),
+                      int(600 * (1 + ratio))))
+  table = saddle_experiment.scaling_table(best, _Config)
+  checks = {c["name"]: c["passed"]
+            for c in saddle_experiment.evaluate_claim(best, table, _Config)}
+  name = ("DM-SP (reconstruction) rounds: log-log slope in L_xx/L_xy within"
+          " 0.25 of the bound's")
+  assert checks[name] is flat
+  assert checks["DM-SP (reconstruction) oracle calls: log-log slope in"
+                " L_xx/L_xy within 0.25 of the bound's"]
+  assert checks["EG rounds: log-log slope in L_xx/L_xy within 0.25 of the"
+                " bound's"]
+  assert checks["DM-SP needs fewer rounds than EG at every ratio"] is flat
+  statement = saddle_experiment.statement_of_agreement(table)
+  assert ("It does not agree for: DM-SP (reconstruction) rounds"
+          in statement) is not flat
+  # A method that misses the tolerance somewhere gets no slope.
+  best[-1] = dict(best[-1], converged=False)
+  table = saddle_experiment.scaling_table(best, _Config)
+  (row,) = [r for r in table
+            if r["method"] == "extragradient" and r["cost"] == "rounds"]
+  assert row["measured_slope"] is None and row["agrees"] is None
+
+
+def _command(workdir, *extra):
+  return [sys.executable, "-m", "experiments.saddle", "--config",
+          "experiments/configs/saddle.py:smoke", *_flags(TINY), *extra,
+          "--workdir", str(workdir)]
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
+  extra = ["--config.steps_per_chunk=20", "--config.rtol=1e-5"]
+  straight = tmp_path / "straight"
+  done = subprocess.run(_command(straight, *extra), cwd=ROOT,
+                        capture_output=True, text=True, timeout=900)
+  assert done.returncode == 0, done.stderr[-3000:]
+  resumed = tmp_path / "resumed"
+  with subprocess.Popen(_command(resumed, *extra), cwd=ROOT,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                        text=True) as proc:
+    target = resumed / "metrics" / "ratio4_extragradient_x1.jsonl"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+      assert proc.poll() is None, proc.stderr.read()[-3000:]
+      if target.exists():
+        with open(target) as f:
+          steps = [json.loads(line)["step"] for line in f if line.strip()]
+        if steps and max(steps) >= 50:  # past the step-40 checkpoint
+          break
+      time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+  again = subprocess.run(_command(resumed, *extra), cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "resumed at step" in again.stderr
+  _assert_same_numbers(_read(resumed), _read(straight))
+
+
+@pytest.mark.slow
+def test_smoke_config_writes_report_and_figures(tmp_path):
+  workdir = tmp_path / "smoke"
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.saddle", "--config",
+       "experiments/configs/saddle.py:smoke", "--workdir", str(workdir)],
+      cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+  assert out.returncode == 0, out.stderr[-3000:]
+  report, _ = _read(workdir)
+  run_data = report["run_data"]
+  for figure in run_data["figures"]:
+    with open(workdir / figure, "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  with open(workdir / "report.md") as f:
+    assert "## Scaling against the spec's bounds" in f.read()
+  best = {(b["method"], b["ratio"]): b for b in run_data["best"]}
+  # Even the smoke games show the reconstruction's shape: DM-SP's rounds do
+  # not grow with L_xx / L_xy while EG's grow about linearly.
+  assert best[("dm_sp", 100.0)]["rounds"] <= 1.5 * best[("dm_sp", 1.0)]["rounds"]
+  assert (best[("extragradient", 100.0)]["rounds"]
+          >= 20 * best[("extragradient", 1.0)]["rounds"])
