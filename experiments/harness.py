@@ -252,14 +252,21 @@ class Workdir:
     plt.close(fig)
     return path if self.is_writer else None
 
-  def write_report(self, report: dict[str, Any]) -> None:
-    """Writes ``report.json`` and its rendering ``report.md`` (process 0)."""
+  def write_report(self, report: dict[str, Any], *,
+                   markdown_appendix: str = "") -> None:
+    """Writes ``report.json`` and its rendering ``report.md`` (process 0).
+
+    ``markdown_appendix`` (e.g. an experiment-specific table) is added at the
+    end of ``report.md``.
+    """
     if not self.is_writer:
       return
     with open(os.path.join(self.path, "report.json"), "w") as f:
       json.dump(report, f, indent=2, sort_keys=False)
     with open(os.path.join(self.path, "report.md"), "w") as f:
       f.write(render_markdown(report))
+      if markdown_appendix:
+        f.write("\n" + markdown_appendix)
     for check in report["run_data"]["checks"]:
       logging.info("%s %s: %s", "PASS" if check["passed"] else "FAIL",
                    check["name"], check["detail"])

@@ -12,7 +12,6 @@ reconstructed bounds (DM-SP: rounds ~ L_xy, oracle calls ~ L_xy +
 sqrt(L_xy L_xx); EG and OGDA ~ max L) and says where they agree.
 """
 
-import os
 
 from absl import logging
 import jax
@@ -20,7 +19,6 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from experiments import checkpointing
 from experiments import harness
 from jaxpapers import saddle
 
@@ -103,15 +101,8 @@ def train_run(config, workdir, game, initial_residual, ratio, name,
       "status": _replicated(RUNNING, np.int32, mesh),
       "residual": _replicated(initial_residual, np.float64, mesh),
   }
-  metrics = workdir.metrics(run)
-  ckpt = workdir.checkpointer(run)
-  if ckpt.latest_step() is not None:
-    carry = ckpt.restore(checkpointing.abstract_like(carry))
-    metrics.truncate_after(int(saddle.gather_to_host(carry["step"])))
-    logging.info("[%s] resumed at step %d", run,
-                 int(saddle.gather_to_host(carry["step"])))
-  else:
-    metrics.truncate_after(-1)
+  carry, resumed_step, ckpt, metrics = workdir.open_run(run, carry)
+  if resumed_step is None:
     metrics.write(0, residual=initial_residual, relative_residual=1.0,
                   rounds=0, scalar_allreduces=0, oracle_calls=0,
                   oracle_calls_total=0)
@@ -534,19 +525,15 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
            "statement": "None available (abstract only)."},
       ],
       checks=checks,
-      figures=[os.path.basename(f) for f in figures if f],
+      figures=figures,
       notes=notes,
+      extra_run_data={
+          "best": best, "runs": runs, "scaling_table": table,
+          "statement_of_agreement": statement_of_agreement(table),
+      },
   )
-  report["run_data"]["best"] = best
-  report["run_data"]["runs"] = runs
-  report["run_data"]["scaling_table"] = table
-  report["run_data"]["statement_of_agreement"] = statement_of_agreement(table)
-  workdir.write_report(report)
-  with open(os.path.join(workdir.path, "report.md"), "a") as f:
-    f.write("\n" + table_markdown(best, table, config))
-  for c in checks:
-    logging.info("%s %s: %s", "PASS" if c["passed"] else "FAIL", c["name"],
-                 c["detail"])
+  workdir.write_report(report,
+                       markdown_appendix=table_markdown(best, table, config))
 
 
 if __name__ == "__main__":

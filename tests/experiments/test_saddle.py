@@ -1,12 +1,9 @@
 """The saddle binary: two processes give the single-process numbers; claims."""
 
-import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 
 import jax
 import numpy as np
@@ -14,9 +11,9 @@ import pytest
 
 from experiments import harness
 from experiments import saddle as saddle_experiment
+from experiments import testing
 from experiments.configs import saddle as saddle_config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The smallest sweep that still has two ratios and a method of each kind;
 # games of tests/saddle's shape and its trace length (5000) let the
 # in-process reference reuse programs compiled there.
@@ -37,13 +34,7 @@ def _free_port():
 
 
 def _read(workdir):
-  with open(os.path.join(workdir, "report.json")) as f:
-    report = json.load(f)
-  metrics = {}
-  for name in sorted(os.listdir(os.path.join(workdir, "metrics"))):
-    with open(os.path.join(workdir, "metrics", name)) as f:
-      metrics[name] = [json.loads(line) for line in f]
-  return report, metrics
+  return testing.read_report(workdir), testing.read_metrics(workdir)
 
 
 def _assert_same_numbers(got, expected):
@@ -77,7 +68,8 @@ def test_two_processes_give_the_single_process_numbers(tmp_path):
              "experiments/configs/saddle.py:smoke", *_flags(TINY),
              f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
              "--workdir", str(two)]
-  procs = [subprocess.Popen(command + [f"--process_id={i}"], cwd=ROOT, env=env,
+  procs = [subprocess.Popen(command + [f"--process_id={i}"], cwd=testing.ROOT,
+                            env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True) for i in range(2)]
   # Meanwhile, the reference: one process, all players on one device.
@@ -146,37 +138,17 @@ def test_claim_checks_follow_the_numbers(dm_rounds, flat):
   assert row["measured_slope"] is None and row["agrees"] is None
 
 
-def _command(workdir, *extra):
-  return [sys.executable, "-m", "experiments.saddle", "--config",
-          "experiments/configs/saddle.py:smoke", *_flags(TINY), *extra,
-          "--workdir", str(workdir)]
-
-
 @pytest.mark.slow
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
-  extra = ["--config.steps_per_chunk=20", "--config.rtol=1e-5"]
-  straight = tmp_path / "straight"
-  done = subprocess.run(_command(straight, *extra), cwd=ROOT,
-                        capture_output=True, text=True, timeout=900)
+  args = ["--config", "experiments/configs/saddle.py:smoke", *_flags(TINY),
+          "--config.steps_per_chunk=20", "--config.rtol=1e-5"]
+  straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+  done = testing.run("saddle", args, straight)
   assert done.returncode == 0, done.stderr[-3000:]
-  resumed = tmp_path / "resumed"
-  with subprocess.Popen(_command(resumed, *extra), cwd=ROOT,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                        text=True) as proc:
-    target = resumed / "metrics" / "ratio4_extragradient_x1.jsonl"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-      assert proc.poll() is None, proc.stderr.read()[-3000:]
-      if target.exists():
-        with open(target) as f:
-          steps = [json.loads(line)["step"] for line in f if line.strip()]
-        if steps and max(steps) >= 50:  # past the step-40 checkpoint
-          break
-      time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-  again = subprocess.run(_command(resumed, *extra), cwd=ROOT,
-                         capture_output=True, text=True, timeout=900)
+  # Step 50 is past the step-40 checkpoint.
+  testing.kill_after_step("saddle", args, resumed,
+                          "ratio4_extragradient_x1.jsonl", 50)
+  again = testing.run("saddle", args, resumed)
   assert again.returncode == 0, again.stderr[-3000:]
   assert "resumed at step" in again.stderr
   _assert_same_numbers(_read(resumed), _read(straight))
@@ -184,18 +156,9 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  workdir = tmp_path / "smoke"
-  out = subprocess.run(
-      [sys.executable, "-m", "experiments.saddle", "--config",
-       "experiments/configs/saddle.py:smoke", "--workdir", str(workdir)],
-      cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-  assert out.returncode == 0, out.stderr[-3000:]
-  report, _ = _read(workdir)
+  report = testing.run_smoke("saddle", tmp_path)
   run_data = report["run_data"]
-  for figure in run_data["figures"]:
-    with open(workdir / figure, "rb") as f:
-      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-  with open(workdir / "report.md") as f:
+  with open(tmp_path / "smoke" / "report.md") as f:
     assert "## Scaling against the spec's bounds" in f.read()
   best = {(b["method"], b["ratio"]): b for b in run_data["best"]}
   # Even the smoke games show the reconstruction's shape: DM-SP's rounds do
