@@ -161,11 +161,10 @@ def slot_budget(class_counts: np.ndarray, num_nodes: int,
   total = max(num_classes, ceil_fraction(memory_ratio, num_nodes))
   share = total * counts / counts.sum()
   slots = np.maximum(np.floor(share).astype(np.int64), 1)
-  order = np.argsort(-(share - np.floor(share)), kind="stable")
-  for c in order:
-    if slots.sum() >= total:
-      break
-    slots[c] += 1
+  while slots.sum() > total:  # the floor of 1 overshot: trim the most served
+    slots[np.argmax(np.where(slots > 1, slots - share, -np.inf))] -= 1
+  while slots.sum() < total:  # largest remainders first
+    slots[np.argmax(share - slots)] += 1
   return np.minimum(slots, counts)
 
 
