@@ -227,44 +227,52 @@ def update(state: GenerativeMemoryState, graph: GraphsTuple
   check_graph(graph, "graph", feature_width=state.model.feature_width)
   tx = adam_l2(opts.learning_rate, opts.weight_decay)
   tx_generator = adam_l2(opts.generator_learning_rate, opts.generator_weight_decay)
-  model, opt_state, teacher = state.model, state.opt_state, state.model.params
-  generator = state.generator
-  generator_opt = tx_generator.init(generator)
-  key = state.key
-  for epoch in range(opts.epochs):
+  stats = state.model.stats
+
+  def replay_loss(params, generator, replay_key):
+    # A scan over the fixed-size buffer with a cond per row: one compilation
+    # for every number of memories, and unused rows cost nothing at run time.
+    def replay_one(total, row):
+      k, mean = row
+
+      def loss(mean):
+        syn, _ = decode(generator, mean, jax.random.fold_in(replay_key, k),
+                        hard=True)
+        return _im_of(params, stats, syn, opts.marginal_weight)
+
+      used = k < state.num_memories
+      return total + jax.lax.cond(used, loss, lambda _: 0.0 * total, mean), None
+
+    rows = (jnp.arange(opts.capacity), state.memories.mean)
+    total, _ = jax.lax.scan(replay_one, jnp.zeros((), jnp.float32), rows)
+    return opts.replay_weight * total
+
+  def generator_step(model, generator, generator_opt, key):
+    real_grads = jax.lax.stop_gradient(
+        jax.grad(_im_of)(model.params, stats, graph, opts.marginal_weight))
+    grads = jax.grad(_generator_loss)(generator, model.params, stats, graph,
+                                      real_grads, key, opts)
+    updates, generator_opt = tx_generator.update(grads, generator_opt, generator)
+    return optax.apply_updates(generator, updates), generator_opt
+
+  def epoch(i, carry):  # a loop, not unrolled: one compiled epoch body
+    model, opt_state, teacher, generator, generator_opt, key = carry
     key, replay_key, generator_key = jax.random.split(key, 3)
-
-    def replay_loss(params, generator=generator, replay_key=replay_key):
-      # A scan over the fixed-size buffer with a cond per row: one compilation
-      # for every number of memories, and unused rows cost nothing at run time.
-      def replay_one(total, row):
-        k, mean = row
-
-        def loss(mean):
-          syn, _ = decode(generator, mean, jax.random.fold_in(replay_key, k),
-                          hard=True)
-          return _im_of(params, model.stats, syn, opts.marginal_weight)
-
-        used = k < state.num_memories
-        return total + jax.lax.cond(used, loss, lambda _: 0.0 * total, mean), None
-
-      rows = (jnp.arange(opts.capacity), state.memories.mean)
-      total, _ = jax.lax.scan(replay_one, jnp.zeros((), jnp.float32), rows)
-      return opts.replay_weight * total
-
     model, opt_state, teacher = im_step(
         model, opt_state, teacher, graph, tx,
         marginal_weight=opts.marginal_weight,
         teacher_momentum=opts.teacher_momentum,
-        replay_loss=replay_loss)
-    if epoch < opts.warmup_epochs:
-      continue
-    real_grads = jax.lax.stop_gradient(
-        jax.grad(_im_of)(model.params, model.stats, graph, opts.marginal_weight))
-    grads = jax.grad(_generator_loss)(generator, model.params, model.stats,
-                                      graph, real_grads, generator_key, opts)
-    updates, generator_opt = tx_generator.update(grads, generator_opt, generator)
-    generator = optax.apply_updates(generator, updates)
+        replay_loss=lambda p: replay_loss(p, generator, replay_key))
+    generator, generator_opt = jax.lax.cond(
+        i >= opts.warmup_epochs, generator_step,
+        lambda model, generator, generator_opt, key: (generator, generator_opt),
+        model, generator, generator_opt, generator_key)
+    return model, opt_state, teacher, generator, generator_opt, key
+
+  carry = (state.model, state.opt_state, state.model.params, state.generator,
+           tx_generator.init(state.generator), state.key)
+  model, opt_state, teacher, generator, _, key = jax.lax.fori_loop(
+      0, opts.epochs, epoch, carry)
   memory = jax.lax.stop_gradient(encode(generator, graph, opts.memory_size))
   row = state.num_memories % opts.capacity
   memories = jax.tree.map(lambda buffer, new: buffer.at[row].set(new),

@@ -1,0 +1,125 @@
+"""Baselines: frozen, Tent, direct (IM) adaptation and the GCAL-style generative memory."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from jaxpapers.graph import baselines
+from jaxpapers.graph import domains
+from jaxpapers.graph import gcn
+from jaxpapers.graph import generative_memory as gm
+from jaxpapers.graph import graphs
+from jaxpapers.graph import tta
+
+
+@pytest.fixture(scope="module")
+def setup():
+  seq = domains.csbm_sequence(num_domains=3, num_nodes=60, feature_width=6,
+                              p_in=0.1, p_out=0.02, seed=1)
+  model = gcn.init_gcn(jax.random.key(0), 6, 4, hidden=8)
+  _, stats = jax.jit(gcn.embed_with_graph_stats)(model.params, seq.domains[0].graph)
+  return seq, gcn.GCN(model.params, stats)
+
+
+def _leaves_equal(a, b):
+  return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def test_frozen_predicts_with_the_source_model(setup):
+  seq, model = setup
+  method = baselines.frozen()
+  state = method.update(method.init(model, seq.domains[0].graph, None, None, None),
+                        seq.domains[1].graph)
+  np.testing.assert_allclose(method.predict(state, seq.domains[2].graph),
+                             gcn.log_probs(model, seq.domains[2].graph), atol=1e-6)
+
+
+@pytest.mark.usefixtures("standard_dtype_promotion")
+def test_tent_takes_one_adam_step_on_batchnorm_affine_only(setup):
+  seq, model = setup
+  method = baselines.tent(learning_rate=1e-3)
+  state = method.init(model, seq.domains[0].graph, None, None, None)
+  target = seq.domains[1].graph
+  new = method.update(state, target)
+  assert _leaves_equal(new.model.params.convs, model.params.convs)
+  assert _leaves_equal(new.model.params.head, model.params.head)
+  # Adam's first step is lr * g / (|g| + eps): every entry moves by ~1e-3.
+  moves = np.concatenate([np.abs(a - b).ravel() for a, b in zip(
+      jax.tree.leaves(new.model.params.norms), jax.tree.leaves(model.params.norms))])
+  np.testing.assert_allclose(np.median(moves), 1e-3, rtol=0.05)
+  assert int(optax.tree.get(new.opt_state, "count")) == 1
+
+  def entropy(state):  # log-probs are logits too
+    return tta.information_maximization(method.predict(state, target),
+                                        graphs.node_mask(target), 0.0)
+  assert float(entropy(new)) < float(entropy(state))
+
+
+@pytest.mark.usefixtures("standard_dtype_promotion")
+def test_direct_adaptation_ends_at_the_teacher_ema(setup):
+  seq, model = setup
+  target = seq.domains[1].graph
+  method = baselines.im_adaptation(epochs=1)
+  new = method.update(method.init(model, seq.domains[0].graph, None, None, None),
+                      target)
+  tx = tta.adam_l2(1e-2, 1e-4)
+
+  def loss(params):
+    logits = gcn.classify(params.head, gcn.embed(gcn.GCN(params, model.stats), target))
+    return tta.information_maximization(logits, graphs.node_mask(target), 0.1)
+
+  updates, _ = tx.update(jax.grad(loss)(model.params), tx.init(model.params),
+                         model.params)
+  student = optax.apply_updates(model.params, updates)
+  expected = jax.tree.map(lambda t, s: 0.9 * t + 0.1 * s, model.params, student)
+  for a, b in zip(jax.tree.leaves(new.model.params), jax.tree.leaves(expected)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  assert _leaves_equal(new.model.stats, model.stats)  # BatchNorm in eval mode
+
+
+def test_gradient_distance_matches_gcal_and_has_finite_gradients():
+  rng = np.random.default_rng(0)
+  real = {"w": rng.normal(size=(4, 3)), "b": rng.normal(size=(3,))}
+  syn = {"w": rng.normal(size=(4, 3)), "b": rng.normal(size=(3,))}
+  syn["w"][1] = 0.0  # a dead unit: a zero row
+  cos = np.sum(real["w"] * syn["w"], 1) / (
+      np.linalg.norm(real["w"], axis=1) * np.linalg.norm(syn["w"], axis=1) + 1e-6)
+  as_jax = lambda t: jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), t)
+  np.testing.assert_allclose(gm._gradient_distance(as_jax(real), as_jax(syn)),
+                             np.sum(1 - cos), rtol=1e-5)
+  grads = jax.grad(lambda s: gm._gradient_distance(as_jax(real), s))(as_jax(syn))
+  assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
+
+
+def test_generator_encodes_real_nodes_and_decodes_one_hard_edge_per_row(setup):
+  seq, _ = setup
+  generator = gm.init_generator(jax.random.key(0), 6)
+  graph = seq.domains[1].graph
+  padded = graphs.pad_graph(graph, 80, graph.senders.size + 10)
+  encode = jax.jit(gm.encode, static_argnums=2)
+  a, b = encode(generator, graph, 3), encode(generator, padded, 3)
+  np.testing.assert_allclose(a.mean, b.mean, atol=1e-5)
+  syn, prob = gm.decode(generator, a.mean, jax.random.key(1), hard=True)
+  weights = np.asarray(syn.edges).reshape(3, 3)
+  assert np.count_nonzero(weights, axis=1).tolist() == [1, 1, 1]
+  np.testing.assert_allclose(weights.sum(1), np.asarray(prob)[weights > 0])
+  np.testing.assert_allclose(prob, np.asarray(prob).T)
+
+
+@pytest.mark.usefixtures("standard_dtype_promotion")
+def test_generative_memory_stores_one_memory_per_domain(setup):
+  seq, model = setup
+  method = gm.generative_memory(epochs=2, capacity=1)
+  state = method.init(model, seq.domains[0].graph, None, None, jax.random.key(0))
+  assert state.options.memory_size == 4  # max(C = 4, ceil(0.05 * 60) = 3)
+  first = method.update(state, seq.domains[1].graph)
+  second = method.update(first, seq.domains[2].graph)
+  assert int(first.num_memories) == 1 and int(second.num_memories) == 1
+  stored = gm.encode(second.generator, seq.domains[2].graph, 4)
+  np.testing.assert_allclose(second.memories.mean[0], stored.mean, atol=1e-5)
+  for leaf in jax.tree.leaves((second.model.params, second.generator)):
+    assert np.all(np.isfinite(leaf))
+  assert not _leaves_equal(second.generator, first.generator)
+  assert not _leaves_equal(second.model.params, first.model.params)
