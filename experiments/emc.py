@@ -147,11 +147,12 @@ class CompiledCache:
                  tuple((x.shape, x.dtype) for x in jax.tree.leaves((state, graph))))
     if signature not in self._compiled:
       compiled = jax.jit(update_fn).lower(state, graph).compile()
-      self._compiled[signature] = (compiled, _footprint(compiled))
+      self._compiled[signature] = (compiled, compiled_footprint(compiled))
     return self._compiled[signature]
 
 
-def _footprint(compiled) -> dict[str, int]:
+def compiled_footprint(compiled) -> dict[str, int]:
+  """XLA's compiled memory of a call: arguments + outputs - aliased + temporaries."""
   stats = compiled.memory_analysis()
   if stats is None:
     return {"peak_bytes": -1, "temp_bytes": -1}

@@ -108,7 +108,12 @@ def _encode(params: GCNParams, graph: GraphsTuple, stats: BatchStats | None,
       keep = jax.random.bernoulli(jax.random.fold_in(dropout_key, layer),
                                   1.0 - dropout_rate, x.shape)
       x = jnp.where(keep, x / (1.0 - dropout_rate), 0.0)
-    z = gcn_propagate(graph, x @ conv["w"]) + conv["b"][None, :]
+    # Â (X W) = (Â X) W: propagate the narrower side, since the messages
+    # (one row per edge) dominate the memory of a layer.
+    if conv["w"].shape[0] < conv["w"].shape[1]:
+      z = gcn_propagate(graph, x) @ conv["w"] + conv["b"][None, :]
+    else:
+      z = gcn_propagate(graph, x @ conv["w"]) + conv["b"][None, :]
     if stats is None:
       mean, var = masked_moments(z, mask)
     else:
