@@ -123,8 +123,10 @@ def fit_source_model(config, workdir, padded, name, seed) -> gcn.GCN:
       num_classes=padded.sequences[seed].num_classes, **config.model.to_dict())
   ckpt = workdir.checkpointer(f"{name}_seed{seed}_source")
   if ckpt.latest_step() is not None:
-    abstract = jax.eval_shape(fit)
-    model = ckpt.restore(checkpointing.abstract_like(abstract.model))
+    abstract = jax.eval_shape(functools.partial(
+        gcn.init_gcn, jax.random.key(seed), source.graph.nodes["features"].shape[1],
+        padded.sequences[seed].num_classes, hidden=config.model.hidden))
+    model = ckpt.restore(checkpointing.abstract_like(abstract))
   else:
     result = fit()
     logging.info("[%s seed %d] source GCN: best epoch %d, val accuracy %.3f",
