@@ -153,8 +153,8 @@ def slot_budget(class_counts: np.ndarray, num_nodes: int,
   Never more slots than labelled nodes of the class.
 
   Example:
-    >>> slot_budget(np.array([50, 30, 20]), 100, 0.05).tolist()
-    [2, 2, 1]
+    >>> slot_budget(np.array([45, 35, 20]), 140, 0.05).tolist()  # 7 slots
+    [3, 3, 1]
   """
   counts = np.asarray(class_counts, np.int64)
   num_classes = counts.size

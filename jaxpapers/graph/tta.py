@@ -35,8 +35,8 @@ def average_performance(accuracy_matrix: np.ndarray, step: int | None = None
   """``mean_{j<=i} R[i][j]`` at row ``i = step`` (default: the last row).
 
   Example:
-    >>> average_performance(np.array([[0.9, 0.0], [0.8, 0.6]]))
-    0.7
+    >>> average_performance(np.array([[1.0, 0.0], [0.75, 0.5]]))
+    0.625
   """
   r = np.asarray(accuracy_matrix)
   i = r.shape[0] - 1 if step is None else step
@@ -47,8 +47,8 @@ def forgetting(accuracy_matrix: np.ndarray, step: int | None = None) -> float:
   """``mean_{j<i} (R[j][j] - R[i][j])``: accuracy lost on earlier domains (0 at i=0).
 
   Example:
-    >>> forgetting(np.array([[0.9, 0.0], [0.8, 0.6]]))
-    0.1
+    >>> forgetting(np.array([[1.0, 0.0], [0.75, 0.5]]))
+    0.25
   """
   r = np.asarray(accuracy_matrix)
   i = r.shape[0] - 1 if step is None else step

@@ -14,6 +14,10 @@ from jaxpapers.graph import gcn
 from jaxpapers.graph import graphs
 
 WIDTH = 8
+# Eager calls would compile every primitive separately.
+embed = jax.jit(gcn.embed)
+crystallize = jax.jit(emc.crystallize)
+evolve_prior = jax.jit(emc.evolve_prior)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +49,7 @@ def test_closed_form_equals_gradient_descent_minimiser():
   slot_index = jnp.asarray(rng.integers(0, num_slots - 1, num_nodes), jnp.int32)
   selected = jnp.asarray(rng.random(num_nodes) < 0.7)
   prior = jnp.asarray(rng.normal(size=(num_slots, dim)), jnp.float32)
-  closed = emc.crystallize(h, slot_index, selected, prior, lam)
+  closed = crystallize(h, slot_index, selected, prior, lam)
 
   objective = lambda m: emc.memory_objective(m, h, slot_index, selected, prior, lam)
   counts = np.bincount(np.asarray(slot_index)[np.asarray(selected)],
@@ -75,7 +79,7 @@ def test_closed_form_matches_the_matrix_formula():
   p[slot_index[selected], np.flatnonzero(selected)] = 1.0
   sizes = np.diag(p.sum(1))
   expected = np.linalg.solve(p @ p.T + lam * sizes, p @ h + lam * sizes @ prior)
-  got = emc.crystallize(jnp.asarray(h, jnp.float32), jnp.asarray(slot_index),
+  got = crystallize(jnp.asarray(h, jnp.float32), jnp.asarray(slot_index),
                         jnp.asarray(selected), jnp.asarray(prior, jnp.float32), lam)
   np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
@@ -105,7 +109,7 @@ def test_padded_and_unpadded_graphs_give_the_same_memory(setup):
 def test_init_memory_is_a_per_class_kmeans_fixed_point(setup):
   seq, model, state = setup
   source = seq.domains[0]
-  h = np.asarray(gcn.embed(model, source.graph))[source.train_mask]
+  h = np.asarray(embed(model, source.graph))[source.train_mask]
   labels = source.labels[source.train_mask]
   slots = np.asarray(state.slot_classes)
   assert slots.size == 4  # max(C=4, ceil(0.05 * 80) = 4)
@@ -128,14 +132,14 @@ def test_evolve_prior_follows_its_formula(setup, evolve):
       "transition": (m @ prev.T @ np.linalg.inv(prev @ prev.T + 1e-2 * np.eye(4))) @ m,
       "none": m,
   }[evolve]
-  np.testing.assert_allclose(emc.evolve_prior(state), expected, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(evolve_prior(state), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_update_stores_memory_prior_and_previous_memory(setup):
   seq, _, state = setup
   first = emc.update(state, seq.domains[1].graph)
   second = emc.update(first, seq.domains[2].graph)
-  np.testing.assert_allclose(second.prior, emc.evolve_prior(first), atol=1e-6)
+  np.testing.assert_allclose(second.prior, evolve_prior(first), atol=1e-6)
   np.testing.assert_array_equal(second.previous_memory, first.memory)
   np.testing.assert_array_equal(first.previous_memory, state.memory)
   # The initial state starts the evolution at the identity: M~ = M_prev = M.
@@ -172,14 +176,14 @@ def test_im_replay_moves_only_the_head(setup):
 def test_predict_mixes_classifier_and_prototypes(setup):
   seq, model, state = setup
   graph = seq.domains[1].graph
-  h = np.asarray(gcn.embed(model, graph), np.float64)
+  h = np.asarray(embed(model, graph), np.float64)
   m = np.asarray(state.memory, np.float64)
   cos = (h / np.linalg.norm(h, axis=1, keepdims=True)) @ (
       m / np.linalg.norm(m, axis=1, keepdims=True)).T
   scores = np.stack([cos[:, state.slot_classes == c].max(1) for c in range(4)], 1)
   np.testing.assert_allclose(
-      emc.prototype_scores(jnp.asarray(h, jnp.float32), state.memory,
-                           state.slot_classes, 4, 0.1), scores / 0.1, atol=1e-4)
+      jax.jit(emc.prototype_scores, static_argnums=(3, 4))(
+          jnp.asarray(h, jnp.float32), state.memory, state.slot_classes, 4, 0.1), scores / 0.1, atol=1e-4)
   log_softmax = lambda z: z - np.log(np.sum(np.exp(z - z.max(1, keepdims=True)), 1,
                                             keepdims=True)) - z.max(1, keepdims=True)
   logits = h @ np.asarray(model.params.head["w"]) + np.asarray(model.params.head["b"])
@@ -192,9 +196,9 @@ def test_confident_nodes_fall_back_to_a_class_top_fraction():
                     [0.3, 0.7], [0.2, 0.8], [0.35, 0.65], [0.49, 0.51],
                     [0.01, 0.99]])
   mask = np.array([True] * 8 + [False])  # the last, confident node is padding
-  pseudo, selected = emc.confident_nodes(jnp.log(jnp.asarray(probs, jnp.float32)),
-                                         jnp.asarray(mask), jnp.array([1, 2]),
-                                         0.9, 0.2)
+  select = jax.jit(emc.confident_nodes, static_argnums=(3, 4))
+  pseudo, selected = select(jnp.log(jnp.asarray(probs, jnp.float32)),
+                            jnp.asarray(mask), jnp.array([1, 2]), 0.9, 0.2)
   assert pseudo.tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1]
   # Class 0 has 2 >= 1 confident nodes; class 1 has 0 < 2 and keeps its top
   # 20% (ceil(0.2 * 5) = 1 node: the 0.8 one).
