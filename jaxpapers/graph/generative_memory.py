@@ -31,6 +31,7 @@ epochs 1 < warmup 5), so, as the EMC spec asks, we run it with warmup 0.
 """
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -287,6 +288,18 @@ def predict(state: GenerativeMemoryState, graph: GraphsTuple) -> jax.Array:
   return log_probs(state.model, graph)
 
 
+@functools.partial(jax.jit, static_argnames="opts")
+def _init_state(model, key, opts):
+  tx = adam_l2(opts.learning_rate, opts.weight_decay)
+  generator_key, key = jax.random.split(key)
+  empty = jnp.zeros((opts.capacity, opts.memory_size, model.feature_width),
+                    jnp.float32)
+  return GenerativeMemoryState(
+      model, tx.init(model.params),
+      init_generator(generator_key, model.feature_width),
+      MemoryGraph(empty, empty), jnp.int32(0), key, opts)
+
+
 def generative_memory(epochs: int = 1, memory_ratio: float = 0.05,
                       capacity: int = 16, **options) -> Adapter:
   """The GCAL-style baseline as an :class:`~jaxpapers.graph.tta.Adapter`.
@@ -310,12 +323,6 @@ def generative_memory(epochs: int = 1, memory_ratio: float = 0.05,
     size = max(model.num_classes, ceil_fraction(memory_ratio, num_nodes))
     opts = GenerativeMemoryOptions(memory_size=size, capacity=capacity,
                                    epochs=epochs, **options)
-    tx = adam_l2(opts.learning_rate, opts.weight_decay)
-    generator_key, key = jax.random.split(key)
-    empty = jnp.zeros((capacity, size, model.feature_width), jnp.float32)
-    return GenerativeMemoryState(
-        model, tx.init(model.params),
-        init_generator(generator_key, model.feature_width),
-        MemoryGraph(empty, empty), jnp.int32(0), key, opts)
+    return _init_state(model, key, opts)
 
   return Adapter(init_fn, update, predict)
