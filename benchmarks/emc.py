@@ -14,47 +14,39 @@ Run: ``python -m benchmarks.emc``.
 """
 
 import jax
-import numpy as np
 
 from benchmarks import common
 from experiments.emc import compiled_footprint
+from experiments.emc import PaddedDomains
 from jaxpapers.graph import baselines
 from jaxpapers.graph import domains
 from jaxpapers.graph import emc
 from jaxpapers.graph import gcn
 from jaxpapers.graph import generative_memory
-from jaxpapers.graph import graphs
 
 WARM_DOMAINS = 4
 
 
 def main():
   seq = domains.csbm_sequence(num_domains=WARM_DOMAINS + 2, seed=0)
-  padded = graphs.pad_to_common_size([d.graph for d in seq.domains], 512)
-  num_nodes = padded[0].nodes["features"].shape[0]
-
-  def node_array(values):
-    out = np.zeros((num_nodes,), values.dtype)
-    out[: values.shape[0]] = values
-    return out
-
-  source = seq.domains[0]
-  model = gcn.fit_source(
-      jax.random.key(0), padded[0], node_array(source.labels),
-      node_array(source.train_mask), node_array(source.val_mask),
-      num_classes=seq.num_classes).model
+  padded = PaddedDomains({0: seq}, 512)
+  graphs_, source = padded.graphs[0], seq.domains[0]
+  labels = padded.node_array(source.labels)
+  labelled = padded.node_array(source.train_mask)
+  model = gcn.fit_source(jax.random.key(0), graphs_[0], labels, labelled,
+                         padded.node_array(source.val_mask),
+                         num_classes=seq.num_classes).model
   methods = {
       "emc": emc.adapter(),
       "tent": baselines.tent(),
       "direct": baselines.im_adaptation(),
       "gcal": generative_memory.generative_memory(capacity=8),
   }
-  target = padded[-1]
+  target = graphs_[-1]
   cost = {}
   for name, method in methods.items():
-    state = method.init(model, padded[0], node_array(source.labels),
-                        node_array(source.train_mask), jax.random.key(1))
-    for graph in padded[1:-1]:  # reach the middle of the sequence
+    state = method.init(model, graphs_[0], labels, labelled, jax.random.key(1))
+    for graph in graphs_[1:-1]:  # reach the middle of the sequence
       state = method.update(state, graph)
     seconds = common.time_jitted(method.update, state, target)
     compiled = jax.jit(method.update).lower(state, target).compile()

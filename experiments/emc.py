@@ -20,7 +20,6 @@ from typing import Any
 
 from absl import logging
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 

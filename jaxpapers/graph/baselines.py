@@ -17,7 +17,6 @@ The generative-memory baseline is :mod:`jaxpapers.graph.generative_memory`.
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from jaxpapers.graph.gcn import classify
@@ -27,6 +26,7 @@ from jaxpapers.graph.gcn import GCN
 from jaxpapers.graph.gcn import log_probs
 from jaxpapers.graph.graphs import GraphsTuple
 from jaxpapers.graph.graphs import node_mask
+from jaxpapers.graph.graphs import validated
 from jaxpapers.graph.tta import adam_l2
 from jaxpapers.graph.tta import Adapter
 from jaxpapers.graph.tta import information_maximization
@@ -86,6 +86,7 @@ def tent(learning_rate: float = 1e-3, steps: int = 1) -> Adapter:
 
   @jax.jit
   def update_fn(state, graph):
+    graph = validated(graph, "graph", feature_width=state.model.feature_width)
     mask = node_mask(graph)
 
     def entropy(norms, params):
@@ -119,6 +120,7 @@ def im_step(model: GCN, opt_state: Any, teacher: Any, graph: GraphsTuple,
 
   ``replay_loss(params)`` (optional) is added to the IM loss of ``graph``.
   """
+  graph = validated(graph, "graph", feature_width=model.feature_width)
   mask = node_mask(graph)
 
   def loss_fn(params):

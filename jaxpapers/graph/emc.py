@@ -82,6 +82,7 @@ from jaxpapers.graph.graphs import check_graph
 from jaxpapers.graph.graphs import GraphsTuple
 from jaxpapers.graph.graphs import masked_mean
 from jaxpapers.graph.graphs import node_mask
+from jaxpapers.graph.graphs import validated
 from jaxpapers.graph.tta import adam_l2
 from jaxpapers.graph.tta import Adapter
 from jaxpapers.graph.tta import information_maximization
@@ -384,7 +385,7 @@ def _log_probs(state: EMCState, h_NxD: jax.Array, mask_N: jax.Array
 @jax.jit
 def predict(state: EMCState, graph: GraphsTuple) -> jax.Array:
   """Training-free prediction ``log p(y | G)``: ``(N, C)`` (the ``predict`` option)."""
-  check_graph(graph, "graph", feature_width=state.model.feature_width)
+  graph = validated(graph, "graph", feature_width=state.model.feature_width)
   return _log_probs(state, jax.lax.stop_gradient(_embed(state, graph)),
                     node_mask(graph))
 
@@ -450,7 +451,7 @@ def update(state: EMCState, graph: GraphsTuple) -> EMCState:
     ``M~ <- evolve(S_{t-1})``.
   """
   opts = state.options
-  check_graph(graph, "graph", feature_width=state.model.feature_width)
+  graph = validated(graph, "graph", feature_width=state.model.feature_width)
   mask = node_mask(graph)
   h = jax.lax.stop_gradient(_embed(state, graph))
   prior = evolve_prior(state)

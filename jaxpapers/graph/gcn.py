@@ -25,6 +25,7 @@ from jaxpapers.graph.graphs import GraphsTuple
 from jaxpapers.graph.graphs import masked_moments
 from jaxpapers.graph.graphs import node_features
 from jaxpapers.graph.graphs import node_mask
+from jaxpapers.graph.graphs import validated
 from jaxpapers.graph.tta import adam_l2
 
 BN_EPSILON = 1e-5
@@ -126,14 +127,14 @@ def _encode(params: GCNParams, graph: GraphsTuple, stats: BatchStats | None,
 
 def embed(model: GCN, graph: GraphsTuple) -> jax.Array:
   """Encoder h in eval mode (running BatchNorm statistics): ``(N, hidden)``."""
-  check_graph(graph, "graph", feature_width=model.feature_width)
+  graph = validated(graph, "graph", feature_width=model.feature_width)
   return _encode(model.params, graph, model.stats, None, 0.0)[0]
 
 
 def embed_with_graph_stats(params: GCNParams, graph: GraphsTuple
                            ) -> tuple[jax.Array, BatchStats]:
   """Encoder h with BatchNorm over this graph's real nodes; also returns those moments."""
-  check_graph(graph, "graph", feature_width=params.convs[0]["w"].shape[0])
+  graph = validated(graph, "graph", feature_width=params.convs[0]["w"].shape[0])
   return _encode(params, graph, None, None, 0.0)
 
 

@@ -53,6 +53,7 @@ from jaxpapers.graph.graphs import masked_mean
 from jaxpapers.graph.graphs import masked_moments
 from jaxpapers.graph.graphs import node_features
 from jaxpapers.graph.graphs import node_mask
+from jaxpapers.graph.graphs import validated
 from jaxpapers.graph.tta import adam_l2
 from jaxpapers.graph.tta import Adapter
 from jaxpapers.graph.tta import information_maximization
@@ -140,6 +141,7 @@ def _norm(x, norm, mask=None):
 def encode(generator: GeneratorParams, graph: GraphsTuple, memory_size: int
            ) -> MemoryGraph:
   """``(mu, log var)`` of the ``memory_size`` top-scoring real nodes (TopK pooling)."""
+  graph = validated(graph, "graph")
   mask = node_mask(graph)
   z = (gcn_propagate(graph, node_features(graph) @ generator.encoder["w"])
        + generator.encoder["b"][None, :])
@@ -225,7 +227,7 @@ def update(state: GenerativeMemoryState, graph: GraphsTuple
            ) -> GenerativeMemoryState:
   """Adapts to one domain (model + generator) and stores its memory."""
   opts = state.options
-  check_graph(graph, "graph", feature_width=state.model.feature_width)
+  graph = validated(graph, "graph", feature_width=state.model.feature_width)
   tx = adam_l2(opts.learning_rate, opts.weight_decay)
   tx_generator = adam_l2(opts.generator_learning_rate, opts.generator_weight_decay)
   stats = state.model.stats

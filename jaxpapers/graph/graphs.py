@@ -173,6 +173,27 @@ def check_graph(graph: GraphsTuple, name: str, *,
     )
 
 
+def validated(graph: GraphsTuple, name: str, *,
+              feature_width: int | None = None) -> GraphsTuple:
+  """:func:`check_graph`, then gathers leaves sharded over explicit mesh axes.
+
+  Message passing gathers node rows by edge index, which explicit sharding
+  cannot resolve on its own; a graph sharded over nodes or edges is
+  therefore replicated on entry (the methods here adapt to one graph at a
+  time, so there is no graph parallelism to lose). Unsharded and
+  auto-sharded inputs pass through unchanged.
+  """
+  check_graph(graph, name, feature_width=feature_width)
+
+  def replicate(x):
+    spec = jax.typeof(x).sharding.spec
+    if any(axis is not None for axis in spec):
+      return jax.sharding.reshard(x, jax.P())
+    return x
+
+  return jax.tree.map(replicate, graph)
+
+
 def padded_size(count: int, multiple: int = 64) -> int:
   """Smallest multiple of ``multiple`` strictly above ``count``.
 

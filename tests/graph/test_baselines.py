@@ -1,9 +1,6 @@
-"""Baselines: frozen, Tent, direct (IM) adaptation and the GCAL-style generative memory."""
-
-import functools
+"""Baselines: frozen, Tent and direct (IM) adaptation."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
@@ -11,7 +8,6 @@ import pytest
 from jaxpapers.graph import baselines
 from jaxpapers.graph import domains
 from jaxpapers.graph import gcn
-from jaxpapers.graph import generative_memory as gm
 from jaxpapers.graph import graphs
 from jaxpapers.graph import tta
 
@@ -82,52 +78,3 @@ def test_direct_adaptation_ends_at_the_teacher_ema(setup):
   for a, b in zip(jax.tree.leaves(new.model.params), jax.tree.leaves(expected)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   assert _leaves_equal(new.model.stats, model.stats)  # BatchNorm in eval mode
-
-
-def test_gradient_distance_matches_gcal_and_has_finite_gradients():
-  rng = np.random.default_rng(0)
-  real = {"w": rng.normal(size=(4, 3)), "b": rng.normal(size=(3,))}
-  syn = {"w": rng.normal(size=(4, 3)), "b": rng.normal(size=(3,))}
-  syn["w"][1] = 0.0  # a dead unit: a zero row
-  cos = np.sum(real["w"] * syn["w"], 1) / (
-      np.linalg.norm(real["w"], axis=1) * np.linalg.norm(syn["w"], axis=1) + 1e-6)
-  as_jax = lambda t: jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), t)
-  distance = jax.jit(jax.value_and_grad(gm._gradient_distance, argnums=1))
-  value, grads = distance(as_jax(real), as_jax(syn))
-  np.testing.assert_allclose(value, np.sum(1 - cos), rtol=1e-5)
-  assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
-
-
-def test_generator_encodes_real_nodes_and_decodes_one_hard_edge_per_row(setup):
-  seq, _ = setup
-  generator = gm.init_generator(jax.random.key(0), 6)
-  graph = seq.domains[1].graph
-  padded = graphs.pad_graph(graph, 80, graph.senders.size + 10)
-  encode = jax.jit(gm.encode, static_argnums=2)
-  a, b = encode(generator, graph, 3), encode(generator, padded, 3)
-  np.testing.assert_allclose(a.mean, b.mean, atol=1e-5)
-  syn, prob = jax.jit(functools.partial(gm.decode, hard=True))(
-      generator, a.mean, jax.random.key(1))
-  weights = np.asarray(syn.edges).reshape(3, 3)
-  assert np.count_nonzero(weights, axis=1).tolist() == [1, 1, 1]
-  np.testing.assert_allclose(weights.sum(1), np.asarray(prob)[weights > 0])
-  np.testing.assert_allclose(prob, np.asarray(prob).T)
-
-
-@pytest.mark.usefixtures("standard_dtype_promotion")
-def test_generative_memory_stores_one_memory_per_domain(setup):
-  seq, model = setup
-  method = gm.generative_memory(epochs=2, capacity=1)
-  state = method.init(model, seq.domains[0].graph, None, None, jax.random.key(0))
-  assert state.options.memory_size == 4  # max(C = 4, ceil(0.05 * 60) = 3)
-  padded = graphs.pad_to_common_size([d.graph for d in seq.domains])
-  first = method.update(state, padded[1])
-  second = method.update(first, padded[2])  # the same shapes: no recompilation
-  assert int(first.num_memories) == 1 and int(second.num_memories) == 1
-  stored = jax.jit(gm.encode, static_argnums=2)(second.generator,
-                                                 seq.domains[2].graph, 4)
-  np.testing.assert_allclose(second.memories.mean[0], stored.mean, atol=1e-5)
-  for leaf in jax.tree.leaves((second.model.params, second.generator)):
-    assert np.all(np.isfinite(leaf))
-  assert not _leaves_equal(second.generator, first.generator)
-  assert not _leaves_equal(second.model.params, first.model.params)

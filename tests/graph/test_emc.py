@@ -247,3 +247,19 @@ def test_named_errors(setup):
   with pytest.raises(ValueError, match=r"classes \[3\] have no labelled"):
     emc.init(source.graph, np.minimum(source.labels, 2), model=model,
              key=jax.random.key(0))
+
+
+def test_graph_sharded_over_an_explicit_mesh_gives_the_same_results(setup):
+  seq, _, state = setup
+  graph = _padded(seq)[1]  # 96 nodes and a multiple of 32 edges: 8 shards
+  mesh = jax.make_mesh((8,), ("nodes",))
+  shard = lambda x: jax.device_put(x, jax.NamedSharding(mesh, jax.P("nodes")))
+  sharded = graph._replace(nodes=jax.tree.map(shard, graph.nodes),
+                           senders=shard(graph.senders),
+                           receivers=shard(graph.receivers))
+  with jax.set_mesh(mesh):
+    adapted = emc.update(state, sharded)
+    log_probs = emc.predict(adapted, sharded)
+  expected = emc.update(state, graph)
+  np.testing.assert_allclose(adapted.memory, expected.memory, atol=1e-5)
+  np.testing.assert_allclose(log_probs, emc.predict(expected, graph), atol=1e-5)
