@@ -59,9 +59,9 @@ Example:
   (60, 4)
 
 References:
-  EMC (abstract; paper text unavailable). GCAL: Zhang et al., "GCAL: Adapting
-  Graph Models to Evolving Domain Shifts", ICML 2025,
-  https://arxiv.org/abs/2505.16860 .
+  EMC (abstract; paper text unavailable). GCAL, "Adapting Graph Models to
+  Evolving Domain Shifts" (ICML 2025), https://arxiv.org/abs/2505.16860 ,
+  code https://github.com/joe817/GCAL .
 """
 
 import dataclasses

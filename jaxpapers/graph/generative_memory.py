@@ -1,6 +1,7 @@
 r"""A generative-memory baseline in the spirit of GCAL (the competitor EMC claims to beat).
 
-GCAL (Zhang et al., ICML 2025; public code, commit 3caedce) adapts the whole
+GCAL (ICML 2025, https://arxiv.org/abs/2505.16860; public code
+https://github.com/joe817/GCAL, commit 3caedce) adapts the whole
 source GNN to each target domain with information maximisation (IM) while
 replaying memory graphs of earlier domains, and learns a variational memory
 generator. Per domain and epoch (this module follows its ``GCAL.py``):
