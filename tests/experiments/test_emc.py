@@ -85,13 +85,13 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
       assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   for name in ("csbm", "digits"):
     summary = run_data["summary"][name]
-    assert set(summary) == {"frozen", "tent", "direct", "gcal", "emc"}
+    assert set(summary) == {"frozen", "tent", "gcal", "emc"}
     r = np.array(summary["emc"]["R"], dtype=float)
     assert r.shape == (4, 4) and np.all(np.isnan(r[np.triu_indices(4, 1)]))
     # The frozen model never changes, so its forgetting is exactly 0.
     assert summary["frozen"]["forgetting"] == 0.0
     assert summary["gcal"]["peak_bytes"] > summary["emc"]["peak_bytes"]
-  assert len(run_data["checks"]) == 2 * 7
+  assert len(run_data["checks"]) == 2 * 6
 
 
 @pytest.mark.slow
