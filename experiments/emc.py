@@ -448,14 +448,11 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
                         " available)."},
       ],
       checks=checks,
-      figures=[f.rsplit("/", 1)[-1] for f in figures if f],
+      figures=figures,
       notes=notes,
+      extra_run_data={"summary": summary},
   )
-  report["run_data"]["summary"] = summary
   workdir.write_report(report)
-  for c in checks:
-    logging.info("%s %s: %s", "PASS" if c["passed"] else "FAIL", c["name"],
-                 c["detail"])
 
 
 if __name__ == "__main__":

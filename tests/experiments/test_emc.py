@@ -1,17 +1,13 @@
 """The EMC experiment: claim checks, metrics, resume and the smoke run."""
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from experiments import emc
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from experiments import testing
 
 
 def _method(ap, forgetting=0.0, seconds=1.0, peak=100.0):
@@ -57,32 +53,20 @@ def test_summary_of_records():
 
 
 def _run(workdir, *extra):
-  return subprocess.run(
-      [sys.executable, "-m", "experiments.emc", "--config",
-       "experiments/configs/emc.py:smoke", *extra, "--workdir", str(workdir)],
-      cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+  return testing.run(
+      "emc", ["--config", "experiments/configs/emc.py:smoke", *extra], workdir)
 
 
 def _rows(workdir):
-  out = {}
-  for name in sorted(os.listdir(os.path.join(workdir, "metrics"))):
-    with open(os.path.join(workdir, "metrics", name)) as f:
-      out[name] = [json.loads(line)["row"] for line in f]
-  return out
+  return {name: [r["row"] for r in records]
+          for name, records in testing.read_metrics(workdir).items()}
 
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  workdir = tmp_path / "smoke"
-  out = _run(workdir)
-  assert out.returncode == 0, out.stderr[-3000:]
-  with open(workdir / "report.json") as f:
-    report = json.load(f)
+  report = testing.run_smoke("emc", tmp_path)
   run_data = report["run_data"]
   assert len(run_data["figures"]) == 3
-  for figure in run_data["figures"]:
-    with open(workdir / figure, "rb") as f:
-      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   for name in ("csbm", "digits"):
     summary = run_data["summary"][name]
     assert set(summary) == {"frozen", "tent", "gcal", "emc"}
