@@ -17,12 +17,8 @@ def _run(workdir, *extra):
 
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   # Step 150 is past the step-100 checkpoint.
-  straight, resumed = testing.assert_resume_matches(
+  testing.assert_resume_matches(
       "eoss", TINY, tmp_path, "lr0.25_b16_seed0.jsonl", 150)
-  # Restarting a finished run resumes every run at its end and changes nothing.
-  third = _run(resumed)
-  assert third.returncode == 0
-  assert testing.read_metrics(resumed) == testing.read_metrics(straight)
 
 
 def test_mistyped_config_field_is_a_clear_error(tmp_path):
