@@ -1,0 +1,151 @@
+r"""Expert subsets of a trained MoE model: greedy layerwise selection, pruning.
+
+EMO's claim is that a domain can be served by a small subset of experts. The
+authors pick the subset greedily, one layer at a time from the input: run a
+few calibration documents of the domain through the model whose earlier
+layers are already pruned, average the routed softmax probabilities of layer
+l over the tokens, keep the ``num_experts`` routed experts with the largest
+mean (plus the shared expert), prune layer l, go on to layer l + 1.
+
+:func:`prune_experts` deletes the other experts and their router columns
+(smaller weights; the softmax then runs over the kept experts only and top-k
+becomes ``min(k, kept)``); :func:`mask_experts` keeps the weights and only
+forbids routing to the others. Both give the same outputs.
+
+Layers are the model's :class:`jaxpapers.moe.MoE` modules in forward order
+(by ``layer_index``); the model is called as ``model(tokens, segment_ids)``.
+"""
+
+from typing import Any, Sequence
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.moe.layer import MoE
+
+
+def moe_layers(model: nnx.Module) -> list[MoE]:
+  """The :class:`MoE` layers of ``model`` in forward order (by ``layer_index``)."""
+  found = [(module.layer_index, path, module)
+           for path, module in nnx.iter_modules(model)
+           if isinstance(module, MoE)]
+  if not found:
+    raise ValueError("model has no MoE layers.")
+  return [module for _, _, module in sorted(
+      found, key=lambda item: (item[0], tuple(map(str, item[1]))))]
+
+
+def routing_statistics(model: nnx.Module, tokens_BxL: jax.Array,
+                       segment_ids_BxL: jax.Array | None = None
+                       ) -> list[dict[str, jax.Array]]:
+  """Per MoE layer (forward order): mean router probabilities and expert load.
+
+  Runs ``model`` once as it is (call it on an ``nnx.view(...,
+  deterministic=True)`` model for evaluation routing). ``expert_load`` is the
+  fraction of (token, slot) pairs routed to each expert.
+  """
+  model = nnx.view(model, record_statistics=True)
+  layers = moe_layers(model)
+  _, captured = nnx.capture(model, nnx.Intermediate)(tokens_BxL,
+                                                     segment_ids_BxL)
+  by_path = {tuple(path): module for path, module in nnx.iter_modules(model)}
+  stats = {id(module): {} for module in layers}
+  for path, value in nnx.to_flat_state(captured):
+    module = by_path.get(tuple(path[:-1]))
+    if module is not None and id(module) in stats:
+      stats[id(module)][path[-1]] = value.get_value()[0]
+  return [stats[id(module)] for module in layers]
+
+
+def select_experts(model: nnx.Module, tokens_BxL: jax.Array,
+                   segment_ids_BxL: jax.Array | None = None, *,
+                   num_experts: int) -> tuple[np.ndarray, ...]:
+  """Greedy layerwise subset: the ``num_experts`` routed experts to keep per layer.
+
+  Args:
+    model: a model with :class:`MoE` layers (routing as at evaluation is used).
+    tokens_BxL: calibration tokens (a few documents of the target domain).
+    segment_ids_BxL: their document ids.
+    num_experts: routed experts to keep per layer (the shared expert stays;
+      a budget of K experts in the paper's sense is ``num_experts = K - 1``).
+
+  Returns:
+    One sorted int array of kept expert indices per MoE layer.
+
+  Example:
+    >>> from flax import nnx
+    >>> import jax.numpy as jnp
+    >>> from jaxpapers import models, moe
+    >>> lm = models.Transformer(
+    ...     models.TransformerConfig(max_len=8, d_model=16, num_heads=2,
+    ...                              num_layers=2),
+    ...     rngs=nnx.Rngs(0), ffn_factory=moe.moe_ffn_factory(
+    ...         moe.MoEConfig(num_experts=8, k=2, d_hidden=16)))
+    >>> tokens = jnp.arange(16).reshape(2, 8)
+    >>> kept = moe.select_experts(lm, tokens, num_experts=3)
+    >>> small = moe.prune_experts(lm, kept)
+    >>> [layer.config.num_experts for layer in moe.moe_layers(small)]
+    [3, 3]
+  """
+  layers = moe_layers(model)
+  for layer in layers:
+    if not 1 <= num_experts <= layer.config.num_experts:
+      raise ValueError(
+          f"num_experts must lie in [1, {layer.config.num_experts}] (the"
+          f" routed experts of layer {layer.layer_index}), got {num_experts}."
+      )
+  current = nnx.view(model, deterministic=True)
+  kept: list[np.ndarray] = []
+  for index in range(len(layers)):
+    probs = routing_statistics(current, tokens_BxL,
+                               segment_ids_BxL)[index]["router_probs"]
+    order = np.argsort(-np.asarray(probs, np.float64), kind="stable")
+    kept.append(np.sort(order[:num_experts]))
+    only_this_layer = [None] * len(layers)
+    only_this_layer[index] = kept[-1]
+    current = prune_experts(current, only_this_layer)
+  return tuple(kept)
+
+
+def prune_experts(model: nnx.Module,
+                  kept: Sequence[Any | None]) -> nnx.Module:
+  """A copy of ``model`` whose MoE layers hold only the ``kept`` routed experts.
+
+  Args:
+    model: a model with :class:`MoE` layers.
+    kept: per MoE layer (forward order), the sorted expert indices to keep,
+      or None to leave the layer whole.
+
+  Returns:
+    The smaller model (``model`` is unchanged).
+  """
+  return _copy_with(model, kept, "keep_experts")
+
+
+def mask_experts(model: nnx.Module,
+                 kept: Sequence[Any | None]) -> nnx.Module:
+  """A copy of ``model`` that routes only among the ``kept`` experts (weights kept)."""
+  return _copy_with(model, kept, "mask_experts")
+
+
+def _copy_with(model, kept, method):
+  if len(kept) != len(moe_layers(model)):
+    raise ValueError(
+        f"kept must have one entry per MoE layer ({len(moe_layers(model))}),"
+        f" got {len(kept)}."
+    )
+  copy = nnx.clone(model)
+  for layer, indices in zip(moe_layers(copy), kept):
+    if indices is not None:
+      getattr(layer, method)(indices)
+  return copy
+
+
+def expert_usage(model: nnx.Module, tokens_BxL: jax.Array,
+                 segment_ids_BxL: jax.Array | None = None) -> jax.Array:
+  """Fraction of (token, slot) pairs per routed expert at evaluation: ``(layers, E)``."""
+  stats = routing_statistics(nnx.view(model, deterministic=True), tokens_BxL,
+                             segment_ids_BxL)
+  return jnp.stack([s["expert_load"] for s in stats])
