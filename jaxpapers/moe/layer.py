@@ -173,17 +173,17 @@ class MoE(nnx.Module):
     num_experts, d_hidden = config.num_experts, config.d_hidden
     self.router = nnx.Param(0.02 * jax.random.normal(
         rngs.params(), (d_model, num_experts), jnp.float32))
-    init = jax.nn.initializers.variance_scaling(
-        1.0, "fan_in", "truncated_normal", in_axis=-2, out_axis=-1,
-        batch_axis=(0,))
-    self.w_gate = nnx.Param(init(rngs.params(), (num_experts, d_model, d_hidden)))
-    self.w_up = nnx.Param(init(rngs.params(), (num_experts, d_model, d_hidden)))
-    self.w_down = nnx.Param(init(rngs.params(), (num_experts, d_hidden, d_model)))
+    # Normal(0, 1/fan_in) weights, for the routed and the shared experts.
+    def init(*shape):
+      return (jax.random.normal(rngs.params(), shape, jnp.float32)
+              * shape[-2] ** -0.5)
+    self.w_gate = nnx.Param(init(num_experts, d_model, d_hidden))
+    self.w_up = nnx.Param(init(num_experts, d_model, d_hidden))
+    self.w_down = nnx.Param(init(num_experts, d_hidden, d_model))
     if config.shared_expert:
-      dense_init = jax.nn.initializers.lecun_normal()
-      self.shared_gate = nnx.Param(dense_init(rngs.params(), (d_model, d_hidden)))
-      self.shared_up = nnx.Param(dense_init(rngs.params(), (d_model, d_hidden)))
-      self.shared_down = nnx.Param(dense_init(rngs.params(), (d_hidden, d_model)))
+      self.shared_gate = nnx.Param(init(d_model, d_hidden))
+      self.shared_up = nnx.Param(init(d_model, d_hidden))
+      self.shared_down = nnx.Param(init(d_hidden, d_model))
     self.expert_mask = ExpertMask(jnp.ones((num_experts,), jnp.bool_))
     self.pool_rngs = nnx.RngStream(rngs["pool"](), tag="pool")
 
@@ -209,6 +209,9 @@ class MoE(nnx.Module):
     batch, length, _ = x_BxLxD.shape
     if segment_ids_BxL is None:
       segment_ids_BxL = jnp.zeros((batch, length), jnp.int32)
+    forward = functools.partial(_forward, config=config)
+    if config.data_axis is not None or config.expert_axis is not None:
+      forward = _shard(forward, config, batch)
     inputs = {
         "x": x_BxLxD,
         "segment_ids": segment_ids_BxL,
@@ -221,20 +224,21 @@ class MoE(nnx.Module):
       inputs["shared"] = ExpertWeights(self.shared_gate[...],
                                        self.shared_up[...],
                                        self.shared_down[...])
-    pool_BxL = self._pool_sizes(batch, length)
+    pool_BxL = self.pool_sizes(batch, length)
     if pool_BxL is not None:
       inputs["pool"] = pool_BxL
-    forward = functools.partial(_forward, config=config)
-    if config.data_axis is not None or config.expert_axis is not None:
-      forward = _shard(forward, inputs, config, batch)
     y_BxLxD, aux, stats = forward(inputs)
     if self.record_statistics:
       self.sow(nnx.Intermediate, "router_probs", stats["router_probs"])
       self.sow(nnx.Intermediate, "expert_load", stats["expert_load"])
     return y_BxLxD, aux
 
-  def _pool_sizes(self, batch, length):
-    """EMO's per-document pool sizes, or None for per-token routing."""
+  def pool_sizes(self, batch: int, length: int) -> jax.Array | None:
+    """EMO's pool sizes for a ``(batch, length)`` call, or None (per-token routing).
+
+    Entry ``[b, d]`` is the pool size of the d-th document of row b. In
+    training with a range, each call draws new sizes from the ``pool`` stream.
+    """
     config = self.config
     if config.routing == "topk":
       return None
@@ -336,7 +340,7 @@ def _forward(inputs, *, config):
   return y_BxLxD, aux, stats
 
 
-def _shard(forward, inputs, config, batch):
+def _shard(forward, config, batch):
   """``forward`` inside ``jax.shard_map`` over the context mesh."""
   mesh = jax.sharding.get_abstract_mesh()
   for name, axis in (("data_axis", config.data_axis),
@@ -367,16 +371,20 @@ def _shard(forward, inputs, config, batch):
            "mask": replicated,
            "experts": ExpertWeights(*[jax.P(config.expert_axis)] * 3),
            "shared": ExpertWeights(replicated, replicated, replicated)}
-  in_specs = ({name: specs[name] for name in inputs},)
-  aux_specs = {"load_balance": replicated, "router_z": replicated}
-  if config.dispatch == "capacity":
-    aux_specs["dropped_fraction"] = replicated
-  out_specs = (data, aux_specs,
-               {"router_probs": replicated, "expert_load": replicated})
-  sharded = jax.shard_map(forward, in_specs=in_specs, out_specs=out_specs)
-  # shard_map needs inputs laid out as in_specs (Explicit mesh axes, the
-  # default of jax.make_mesh, do not reshard implicitly).
-  return lambda inputs: sharded(jax.reshard(inputs, in_specs[0]))
+
+  def sharded(inputs):
+    in_specs = {name: specs[name] for name in inputs}
+    aux_specs = {"load_balance": replicated, "router_z": replicated}
+    if config.dispatch == "capacity":
+      aux_specs["dropped_fraction"] = replicated
+    out_specs = (data, aux_specs,
+                 {"router_probs": replicated, "expert_load": replicated})
+    # shard_map needs inputs laid out as in_specs (Explicit mesh axes, the
+    # default of jax.make_mesh, do not reshard implicitly).
+    return jax.shard_map(forward, in_specs=(in_specs,), out_specs=out_specs)(
+        jax.reshard(inputs, in_specs))
+
+  return sharded
 
 
 def _check_kept(kept, num_experts):

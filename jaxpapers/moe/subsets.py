@@ -16,6 +16,7 @@ Layers are the model's :class:`jaxpapers.moe.MoE` modules in forward order
 (by ``layer_index``); the model is called as ``model(tokens, segment_ids)``.
 """
 
+import functools
 from typing import Any, Sequence
 
 from flax import nnx
@@ -42,21 +43,28 @@ def routing_statistics(model: nnx.Module, tokens_BxL: jax.Array,
                        ) -> list[dict[str, jax.Array]]:
   """Per MoE layer (forward order): mean router probabilities and expert load.
 
-  Runs ``model`` once as it is (call it on an ``nnx.view(...,
-  deterministic=True)`` model for evaluation routing). ``expert_load`` is the
+  Runs ``model`` once, jitted, as it is (call it on an ``nnx.view(...,
+  deterministic=True)`` model for evaluation routing). ``router_probs`` is
+  the mean over tokens of the routing probabilities, ``expert_load`` the
   fraction of (token, slot) pairs routed to each expert.
   """
   model = nnx.view(model, record_statistics=True)
-  layers = moe_layers(model)
+  graphdef, state = nnx.split(model)
+  captured = _captured_statistics(graphdef, state, tokens_BxL, segment_ids_BxL)
+  paths = {id(module): tuple(path) for path, module in nnx.iter_modules(model)}
+  flat = {tuple(path): value.get_value()[0]
+          for path, value in nnx.to_flat_state(captured)}
+  return [{name: flat[paths[id(layer)] + (name,)]
+           for name in ("router_probs", "expert_load")}
+          for layer in moe_layers(model)]
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _captured_statistics(graphdef, state, tokens_BxL, segment_ids_BxL):
+  model = nnx.merge(graphdef, state)
   _, captured = nnx.capture(model, nnx.Intermediate)(tokens_BxL,
                                                      segment_ids_BxL)
-  by_path = {tuple(path): module for path, module in nnx.iter_modules(model)}
-  stats = {id(module): {} for module in layers}
-  for path, value in nnx.to_flat_state(captured):
-    module = by_path.get(tuple(path[:-1]))
-    if module is not None and id(module) in stats:
-      stats[id(module)][path[-1]] = value.get_value()[0]
-  return [stats[id(module)] for module in layers]
+  return captured
 
 
 def select_experts(model: nnx.Module, tokens_BxL: jax.Array,
