@@ -22,4 +22,5 @@ from jaxpapers.moe.subsets import mask_experts
 from jaxpapers.moe.subsets import moe_layers
 from jaxpapers.moe.subsets import prune_experts
 from jaxpapers.moe.subsets import routing_statistics
+from jaxpapers.moe.subsets import run_with_statistics
 from jaxpapers.moe.subsets import select_experts

@@ -53,7 +53,7 @@ def expert_capacity(length: int, k: int, num_experts: int,
 
 def dropless_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
                      gates_BxLxK: jax.Array, weights: ExpertWeights, *,
-                     grouped_matmul: str = "ragged_dot", block_size: int = 16,
+                     grouped_matmul: str = "ragged_dot", block_size: int = 64,
                      expert_offset: jax.Array | int = 0) -> jax.Array:
   """``sum_slots gate * expert(x)`` with no token dropped (sort + grouped matmul).
 

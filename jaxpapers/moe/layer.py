@@ -97,7 +97,7 @@ class MoEConfig:
   shared_expert: bool = True
   dispatch: str = "dropless"
   grouped_matmul: str = "ragged_dot"
-  block_size: int = 16
+  block_size: int = 64
   capacity_factor: float = 1.25
   data_axis: str | None = None
   expert_axis: str | None = None

@@ -38,33 +38,41 @@ def moe_layers(model: nnx.Module) -> list[MoE]:
       found, key=lambda item: (item[0], tuple(map(str, item[1]))))]
 
 
-def routing_statistics(model: nnx.Module, tokens_BxL: jax.Array,
-                       segment_ids_BxL: jax.Array | None = None
-                       ) -> list[dict[str, jax.Array]]:
-  """Per MoE layer (forward order): mean router probabilities and expert load.
+def run_with_statistics(model: nnx.Module, tokens_BxL: jax.Array,
+                        segment_ids_BxL: jax.Array | None = None
+                        ) -> tuple[Any, list[dict[str, jax.Array]]]:
+  """``model(tokens, segment_ids)``, jitted, and its routing statistics per MoE layer.
 
-  Runs ``model`` once, jitted, as it is (call it on an ``nnx.view(...,
-  deterministic=True)`` model for evaluation routing). ``router_probs`` is
-  the mean over tokens of the routing probabilities, ``expert_load`` the
-  fraction of (token, slot) pairs routed to each expert.
+  The model runs as it is (call it on an ``nnx.view(...,
+  deterministic=True)`` model for evaluation routing). Per MoE layer in
+  forward order, ``router_probs`` is the mean over tokens of the routing
+  probabilities and ``expert_load`` the fraction of (token, slot) pairs
+  routed to each expert. Models with the same structure and shapes share
+  one compilation.
   """
   model = nnx.view(model, record_statistics=True)
   graphdef, state = nnx.split(model)
-  captured = _captured_statistics(graphdef, state, tokens_BxL, segment_ids_BxL)
+  output, captured = _run_captured(graphdef, state, tokens_BxL,
+                                   segment_ids_BxL)
   paths = {id(module): tuple(path) for path, module in nnx.iter_modules(model)}
   flat = {tuple(path): value.get_value()[0]
           for path, value in nnx.to_flat_state(captured)}
-  return [{name: flat[paths[id(layer)] + (name,)]
-           for name in ("router_probs", "expert_load")}
-          for layer in moe_layers(model)]
+  return output, [{name: flat[paths[id(layer)] + (name,)]
+                   for name in ("router_probs", "expert_load")}
+                  for layer in moe_layers(model)]
+
+
+def routing_statistics(model: nnx.Module, tokens_BxL: jax.Array,
+                       segment_ids_BxL: jax.Array | None = None
+                       ) -> list[dict[str, jax.Array]]:
+  """The routing statistics of :func:`run_with_statistics` alone."""
+  return run_with_statistics(model, tokens_BxL, segment_ids_BxL)[1]
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _captured_statistics(graphdef, state, tokens_BxL, segment_ids_BxL):
+def _run_captured(graphdef, state, tokens_BxL, segment_ids_BxL):
   model = nnx.merge(graphdef, state)
-  _, captured = nnx.capture(model, nnx.Intermediate)(tokens_BxL,
-                                                     segment_ids_BxL)
-  return captured
+  return nnx.capture(model, nnx.Intermediate)(tokens_BxL, segment_ids_BxL)
 
 
 def select_experts(model: nnx.Module, tokens_BxL: jax.Array,
