@@ -55,8 +55,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 16
-  config.train.num_steps = 1200
-  config.train.warmup_steps = 60
+  config.train.num_steps = 1500
+  config.train.warmup_steps = 75
   config.train.learning_rate = 3e-3
   config.train.weight_decay = 0.1
   config.train.clip_norm = 1.0
@@ -64,7 +64,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train.load_balance_weight = 0.1  # divided by the number of layers
   config.train.router_z_weight = 0.001  # divided by the number of layers
   config.log_every = 50
-  config.checkpoint_every = 200
+  config.checkpoint_every = 250
 
   config.eval = ml_collections.ConfigDict()
   config.eval.max_windows = 16  # held-out windows of 128 bytes per domain
