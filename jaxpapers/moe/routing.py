@@ -250,10 +250,14 @@ def _pool_mask(probs_BxLxE, document_BxL, pool_BxD):
       flat_documents.reshape(-1), num_segments=batch * length,
       indices_are_sorted=True,
   ).reshape(batch, length, num_experts)
-  # A stable sort of -score ranks ties by the lower expert index.
-  order = jnp.argsort(-scores_BxDxE, axis=-1, stable=True)
-  rank_BxDxE = jnp.argsort(order, axis=-1)
-  keep_BxDxE = rank_BxDxE < pool_BxD[..., None]
+  # Keep the scores above the P-th largest, then as many of those equal to it
+  # as fit, lower expert index first (one sort of values, no argsort).
+  descending = -jnp.sort(-scores_BxDxE, axis=-1)
+  threshold = jnp.take_along_axis(descending, pool_BxD[..., None] - 1, axis=-1)
+  above = scores_BxDxE > threshold
+  tied = scores_BxDxE == threshold
+  room = pool_BxD[..., None] - jnp.sum(above, axis=-1, keepdims=True)
+  keep_BxDxE = above | (tied & (jnp.cumsum(tied, axis=-1) <= room))
   return jnp.take_along_axis(keep_BxDxE, document_BxL[..., None], axis=1)
 
 
