@@ -162,6 +162,18 @@ class MoE(nnx.Module):
       pool draws; orders the layers for expert selection).
     rngs: ``nnx.Rngs``; ``params`` initialises the weights and ``pool``
       (falling back to ``default``) seeds the pool draws.
+
+  Example:
+    >>> from flax import nnx
+    >>> import jax, jax.numpy as jnp
+    >>> layer = MoE(16, MoEConfig(num_experts=8, k=2, d_hidden=16),
+    ...             rngs=nnx.Rngs(0))
+    >>> x = jnp.ones((2, 12, 16))
+    >>> segment_ids = jnp.array([[0] * 5 + [1] * 7] * 2)  # two documents
+    >>> nnx.reseed(layer, pool=jax.random.key(3))  # pools of this step
+    >>> y, aux = nnx.jit(lambda m, x, s: m(x, s))(layer, x, segment_ids)
+    >>> y.shape, sorted(aux)
+    ((2, 12, 16), ['load_balance', 'router_z'])
   """
 
   def __init__(self, d_model: int, config: MoEConfig, *, layer_index: int = 0,
@@ -276,15 +288,14 @@ def moe_ffn_factory(config: MoEConfig):
 
   Example:
     >>> from flax import nnx
-    >>> import jax.numpy as jnp
     >>> from jaxpapers import models
-    >>> cfg = models.TransformerConfig(max_len=16, d_model=16, num_heads=2,
-    ...                                num_layers=2)
-    >>> lm = models.Transformer(cfg, rngs=nnx.Rngs(0), ffn_factory=moe_ffn_factory(
-    ...     MoEConfig(num_experts=8, k=2, d_hidden=16, routing="emo")))
-    >>> logits, aux = lm(jnp.zeros((2, 16), jnp.int32), jnp.zeros((2, 16), jnp.int32))
-    >>> logits.shape, sorted(aux)
-    ((2, 16, 257), ['load_balance', 'router_z'])
+    >>> lm = models.Transformer(
+    ...     models.TransformerConfig(max_len=16, d_model=16, num_heads=2,
+    ...                              num_layers=2),
+    ...     rngs=nnx.Rngs(0), ffn_factory=moe_ffn_factory(
+    ...         MoEConfig(num_experts=8, k=2, d_hidden=16, routing="emo")))
+    >>> [type(block.ffn).__name__ for block in lm.blocks]
+    ['MoE', 'MoE']
   """
   def factory(model_config, layer_index, rngs):
     return MoE(model_config.d_model, config, layer_index=layer_index, rngs=rngs)

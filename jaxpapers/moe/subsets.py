@@ -90,20 +90,18 @@ def select_experts(model: nnx.Module, tokens_BxL: jax.Array,
   Returns:
     One sorted int array of kept expert indices per MoE layer.
 
-  Example:
+  Example (a single MoE layer is a model of activations):
+
     >>> from flax import nnx
     >>> import jax.numpy as jnp
-    >>> from jaxpapers import models, moe
-    >>> lm = models.Transformer(
-    ...     models.TransformerConfig(max_len=8, d_model=16, num_heads=2,
-    ...                              num_layers=2),
-    ...     rngs=nnx.Rngs(0), ffn_factory=moe.moe_ffn_factory(
-    ...         moe.MoEConfig(num_experts=8, k=2, d_hidden=16)))
-    >>> tokens = jnp.arange(16).reshape(2, 8)
-    >>> kept = moe.select_experts(lm, tokens, num_experts=3)
-    >>> small = moe.prune_experts(lm, kept)
-    >>> [layer.config.num_experts for layer in moe.moe_layers(small)]
-    [3, 3]
+    >>> from jaxpapers import moe
+    >>> layer = moe.MoE(8, moe.MoEConfig(num_experts=8, k=2, d_hidden=8),
+    ...                 rngs=nnx.Rngs(0))
+    >>> calibration = jnp.ones((2, 8, 8))
+    >>> kept = moe.select_experts(layer, calibration, num_experts=3)
+    >>> small = moe.prune_experts(layer, kept)
+    >>> small.config.num_experts, small.w_gate.shape
+    (3, (3, 8, 8))
   """
   layers = moe_layers(model)
   for layer in layers:
