@@ -66,6 +66,14 @@ def _loss(fn, weights, x, gates, experts):
   return jnp.sum(fn(x, experts, gates, weights) ** 2)
 
 
+@functools.cache
+def _dropless(grouped_matmul, block_size):
+  """One jitted function per backend, shared by the tests that use it."""
+  return jax.jit(functools.partial(moe.dropless_experts,
+                                   grouped_matmul=grouped_matmul,
+                                   block_size=block_size))
+
+
 _reference_grad = jax.jit(jax.grad(functools.partial(_loss, _loop_reference),
                                    argnums=(0, 1, 2)))
 
@@ -75,10 +83,8 @@ _reference_grad = jax.jit(jax.grad(functools.partial(_loss, _loop_reference),
 def test_dropless_matches_loop_reference(grouped_matmul, block_size, skew):
   x, experts, gates = _routing(skew=skew)
   weights = _weights()
-  run = jax.jit(functools.partial(moe.dropless_experts,
-                                  grouped_matmul=grouped_matmul,
-                                  block_size=block_size))
-  np.testing.assert_allclose(run(x, experts, gates, weights),
+  np.testing.assert_allclose(_dropless(grouped_matmul, block_size)(
+                                 x, experts, gates, weights),
                              jax.jit(_loop_reference)(x, experts, gates, weights),
                              rtol=1e-5, atol=1e-5)
 
@@ -100,8 +106,7 @@ def test_dropless_gradients_match_loop_reference(grouped_matmul):
 def test_expert_shards_sum_to_the_full_output(grouped_matmul):
   x, experts, gates = _routing(seed=2)
   weights = _weights()
-  run = jax.jit(functools.partial(moe.dropless_experts,
-                                  grouped_matmul=grouped_matmul, block_size=4))
+  run = _dropless(grouped_matmul, 4)
   shards = [run(x, experts, gates,
                 jax.tree.map(lambda w, s=s: w[s:s + 3], weights),
                 expert_offset=s) for s in (0, 3)]
