@@ -13,6 +13,10 @@ domain and the chosen expert.
 The report checks the paper's claim: the full models are about equal; EMO's
 loss barely moves at 25% while the standard MoE's degrades much more, and at
 12.5% too; EMO's experts are more domain-specific.
+
+Reconstruction: this CPU-scale study (data, sizes, budgets, checks) is ours,
+after the spec's "reproduce at CPU scale" section; the routing, losses, loss
+weights and the greedy selector follow the authors' code.
 """
 
 import functools
