@@ -19,7 +19,7 @@ from benchmarks import common
 from jaxpapers import moe
 
 BATCH, LENGTH, D_MODEL = 16, 128, 128
-ROUNDS = 3
+ROUNDS = 5
 LAYER = moe.MoEConfig(num_experts=31, k=3, d_hidden=256, routing="topk")
 PATHS = {
     "dropless/blocked": dict(dispatch="dropless", grouped_matmul="blocked",

@@ -354,7 +354,7 @@ def plot_deltas(workdir, summary, config):
       ax.bar(np.arange(len(domains)) + i * width, means, width, yerr=errors,
              label=kind, color=f"C{i}")
     ax.set_xticks(np.arange(len(domains)) + width / 2, domains, fontsize=8)
-    ax.set_title(f"keep {float(tag):.1%} of experts (greedy)", fontsize=9)
+    ax.set_title(f"keep {100 * float(tag):g}% of experts (greedy)", fontsize=9)
     ax.set_ylabel("subset - full, bits/byte")
     ax.axhline(0, color="k", lw=0.5)
   axes[0, 0].legend(fontsize=8)

@@ -28,8 +28,8 @@ authors' code opens a new document *at* each EOS; jaxpapers' segment ids let
 the EOS close its document, which is what attention uses too.
 
 Reconstruction: the JAX formulation (segment sums with
-``jax.ops.segment_sum``, ranks by a stable sort) is ours; the math is the
-authors'.
+``jax.ops.segment_sum``, ranks by pairwise comparison) is ours; the math is
+the authors'.
 
 References:
   Wang et al., "EMO: Pretraining Mixture of Experts for Emergent
@@ -250,14 +250,18 @@ def _pool_mask(probs_BxLxE, document_BxL, pool_BxD):
       flat_documents.reshape(-1), num_segments=batch * length,
       indices_are_sorted=True,
   ).reshape(batch, length, num_experts)
-  # Keep the scores above the P-th largest, then as many of those equal to it
-  # as fit, lower expert index first (one sort of values, no argsort).
-  descending = -jnp.sort(-scores_BxDxE, axis=-1)
-  threshold = jnp.take_along_axis(descending, pool_BxD[..., None] - 1, axis=-1)
-  above = scores_BxDxE > threshold
-  tied = scores_BxDxE == threshold
-  room = pool_BxD[..., None] - jnp.sum(above, axis=-1, keepdims=True)
-  keep_BxDxE = above | (tied & (jnp.cumsum(tied, axis=-1) <= room))
+  # Rank of expert e: experts scoring higher, plus equal ones of lower index.
+  # Pairwise comparisons (fused into one reduction) beat a sort of many short
+  # rows several times over on CPU.
+  other_BxDxExE = scores_BxDxE[..., None, :]
+  this_BxDxExE = scores_BxDxE[..., :, None]
+  index = jnp.arange(num_experts)
+  lower_index_ExE = index[None, :] < index[:, None]
+  rank_BxDxE = jnp.sum(
+      (other_BxDxExE > this_BxDxExE)
+      | ((other_BxDxExE == this_BxDxExE) & lower_index_ExE[None, None]),
+      axis=-1, dtype=jnp.int32)
+  keep_BxDxE = rank_BxDxE < pool_BxD[..., None]
   return jnp.take_along_axis(keep_BxDxE, document_BxL[..., None], axis=1)
 
 
