@@ -11,6 +11,8 @@ Areas are organised by what things are; each re-exports its public names:
   the Decoupled Method, one device per player.
 * :mod:`jaxpapers.graph` -- jraph graphs with static padding, a GCN, EMC closed-form
   graph memory and test-time adaptation baselines.
+* :mod:`jaxpapers.moe` -- mixture-of-experts routing (top-k, EMO document pools),
+  dispatch, an nnx MoE layer, expert subsets.
 * :mod:`jaxpapers.data` -- data sets that ship inside pip packages, and
   mini-batch sampling as a pure function of a key.
 * :mod:`jaxpapers.models` -- small reference models (pure MLP, nnx transformer

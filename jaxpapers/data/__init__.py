@@ -5,6 +5,7 @@ from jaxpapers.data.digits import load_digits
 from jaxpapers.data.sampling import minibatch_indices
 from jaxpapers.data.sampling import sample_minibatches
 from jaxpapers.data.sampling import take
+from jaxpapers.data import multidomain
 from jaxpapers.data import text
 from jaxpapers.data.series import chronological_split
 from jaxpapers.data.series import ChronologicalSplit

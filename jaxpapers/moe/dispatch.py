@@ -1,0 +1,186 @@
+r"""Running routed tokens through their experts: dropless and capacity paths.
+
+Every expert is a SwiGLU MLP, ``(silu(x W_gate) * (x W_up)) W_down``, and a
+token's output is ``sum_slots gate * expert(x)``. Two ways to compute it
+(MaxText's two, for our experts):
+
+* **dropless** (:func:`dropless_experts`): the ``T*k`` (token, slot) pairs are
+  sorted by expert, group sizes counted, and each expert runs on exactly its
+  rows with a grouped matmul. ``grouped_matmul="ragged_dot"`` uses
+  ``jax.lax.ragged_dot`` (what accelerators want; on CPU it lowers to dense
+  work over every group, as slow as running every expert on every row);
+  ``"blocked"`` pads each group to a multiple of ``block_size`` rows and runs
+  one batched einsum over blocks with each block's expert weights gathered
+  (same numbers, ``T*k + E*(block_size-1)`` rows of work, fast on CPU).
+* **capacity** (:func:`capacity_experts`): each expert takes at most
+  ``capacity`` pairs per sequence (first slots first, then by position),
+  built as dispatch / combine masks contracted with einsums; pairs over
+  capacity are dropped (their gate counts as zero).
+
+Both accept ``expert_offset``: under expert parallelism a shard holds experts
+``offset .. offset + E_local - 1`` and computes only their contribution;
+summing the shards' outputs gives the full result.
+"""
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class ExpertWeights(NamedTuple):
+  """SwiGLU weights of E experts: ``gate, up: (E, D, F)``, ``down: (E, F, D)``."""
+
+  gate: jax.Array
+  up: jax.Array
+  down: jax.Array
+
+
+def swiglu(x_NxD: jax.Array, gate_DxF: jax.Array, up_DxF: jax.Array,
+           down_FxD: jax.Array) -> jax.Array:
+  """One SwiGLU expert: ``(silu(x W_gate) * (x W_up)) W_down``."""
+  return (jax.nn.silu(x_NxD @ gate_DxF) * (x_NxD @ up_DxF)) @ down_FxD
+
+
+def expert_capacity(length: int, k: int, num_experts: int,
+                    capacity_factor: float) -> int:
+  """Slots per expert and sequence: ``ceil(L * k * capacity_factor / E)``."""
+  if capacity_factor <= 0:
+    raise ValueError(f"capacity_factor must be > 0, got {capacity_factor}.")
+  return max(1, math.ceil(length * k * capacity_factor / num_experts))
+
+
+def dropless_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
+                     gates_BxLxK: jax.Array, weights: ExpertWeights, *,
+                     grouped_matmul: str = "ragged_dot", block_size: int = 64,
+                     expert_offset: jax.Array | int = 0) -> jax.Array:
+  """``sum_slots gate * expert(x)`` with no token dropped (sort + grouped matmul).
+
+  Args:
+    x_BxLxD: token activations.
+    experts_BxLxK: chosen (global) expert indices.
+    gates_BxLxK: their gates.
+    weights: this shard's experts ``offset .. offset + E_local - 1``.
+    grouped_matmul: ``"ragged_dot"`` or ``"blocked"`` (see the module doc).
+    block_size: rows per block of the ``"blocked"`` matmul.
+    expert_offset: global index of ``weights``' first expert.
+
+  Returns:
+    ``(B, L, D)``: the contribution of this shard's experts.
+  """
+  batch, length, d_model = x_BxLxD.shape
+  k = experts_BxLxK.shape[-1]
+  num_local = weights.gate.shape[0]
+  local = experts_BxLxK.reshape(-1) - expert_offset
+  is_local = (local >= 0) & (local < num_local)
+  # Pairs of other shards' experts sort last, into a group that is not run.
+  group_of_pair = jnp.where(is_local, local, num_local)
+  order = jnp.argsort(group_of_pair, stable=True)
+  group_sizes = jnp.bincount(group_of_pair, length=num_local + 1)[:num_local]
+  x_sorted = x_BxLxD.reshape(batch * length, d_model)[order // k]
+  if grouped_matmul == "ragged_dot":
+    y_sorted = _swiglu_ragged_dot(x_sorted, group_sizes, weights)
+  elif grouped_matmul == "blocked":
+    y_sorted = _swiglu_blocked(x_sorted, group_sizes, weights, block_size)
+  else:
+    raise ValueError(
+        "grouped_matmul must be 'ragged_dot' or 'blocked', got"
+        f" {grouped_matmul!r}."
+    )
+  gates_sorted = jnp.where(is_local, gates_BxLxK.reshape(-1), 0)[order]
+  weighted = y_sorted * gates_sorted[:, None].astype(y_sorted.dtype)
+  inverse = jnp.zeros_like(order).at[order].set(
+      jnp.arange(order.shape[0], dtype=order.dtype))
+  return weighted[inverse].reshape(batch, length, k, d_model).sum(axis=2)
+
+
+def capacity_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
+                     gates_BxLxK: jax.Array, weights: ExpertWeights, *,
+                     capacity: int, expert_offset: jax.Array | int = 0
+                     ) -> tuple[jax.Array, jax.Array]:
+  """``sum_slots gate * expert(x)`` with at most ``capacity`` pairs per expert and row.
+
+  Priority within a row: all first-choice pairs (by position), then all
+  second choices, and so on (GShard / MaxText order).
+
+  Args:
+    x_BxLxD: token activations.
+    experts_BxLxK: chosen (global) expert indices.
+    gates_BxLxK: their gates.
+    weights: this shard's experts ``offset .. offset + E_local - 1``.
+    capacity: slots per expert and row (see :func:`expert_capacity`).
+    expert_offset: global index of ``weights``' first expert.
+
+  Returns:
+    ``(y_BxLxD, num_dropped)``: this shard's contribution and the number of
+    its (token, slot) pairs that were over capacity.
+  """
+  batch, length, _ = x_BxLxD.shape
+  k = experts_BxLxK.shape[-1]
+  num_local = weights.gate.shape[0]
+  local_BxLxK = experts_BxLxK - expert_offset
+  # Indices outside 0..E_local-1 (other shards' experts) give all-zero rows.
+  chosen_BxLxKxE = jax.nn.one_hot(local_BxLxK, num_local, dtype=jnp.int32)
+  by_priority = chosen_BxLxKxE.transpose(0, 2, 1, 3).reshape(
+      batch, k * length, num_local)
+  position = (jnp.cumsum(by_priority, axis=1) - 1).reshape(
+      batch, k, length, num_local).transpose(0, 2, 1, 3)
+  position_BxLxK = jnp.sum(position * chosen_BxLxKxE, axis=-1)
+  is_local = jnp.sum(chosen_BxLxKxE, axis=-1) > 0
+  kept_BxLxK = is_local & (position_BxLxK < capacity)
+  slot_BxLxKxC = jax.nn.one_hot(jnp.where(kept_BxLxK, position_BxLxK, capacity),
+                                capacity, dtype=x_BxLxD.dtype)
+  expert_BxLxKxE = chosen_BxLxKxE.astype(x_BxLxD.dtype)
+  dispatch_BxLxExC = jnp.einsum("blke,blkc->blec", expert_BxLxKxE, slot_BxLxKxC)
+  combine_BxLxExC = jnp.einsum(
+      "blke,blkc->blec", expert_BxLxKxE * gates_BxLxK[..., None].astype(
+          x_BxLxD.dtype), slot_BxLxKxC)
+  x_BxExCxD = jnp.einsum("blec,bld->becd", dispatch_BxLxExC, x_BxLxD)
+  h = (jax.nn.silu(jnp.einsum("becd,edf->becf", x_BxExCxD, weights.gate))
+       * jnp.einsum("becd,edf->becf", x_BxExCxD, weights.up))
+  y_BxExCxD = jnp.einsum("becf,efd->becd", h, weights.down)
+  y_BxLxD = jnp.einsum("blec,becd->bld", combine_BxLxExC, y_BxExCxD)
+  num_dropped = jnp.sum(is_local & ~kept_BxLxK)
+  return y_BxLxD, num_dropped
+
+
+def _swiglu_ragged_dot(x_MxD, group_sizes, weights):
+  # Rows past sum(group_sizes) come out as zeros.
+  h = (jax.nn.silu(jax.lax.ragged_dot(x_MxD, weights.gate, group_sizes))
+       * jax.lax.ragged_dot(x_MxD, weights.up, group_sizes))
+  return jax.lax.ragged_dot(h, weights.down, group_sizes)
+
+
+def _swiglu_blocked(x_MxD, group_sizes, weights, block_size):
+  """Grouped SwiGLU on groups padded to whole blocks; rows past the groups give 0."""
+  if block_size < 1:
+    raise ValueError(f"block_size must be >= 1, got {block_size}.")
+  num_rows, d_model = x_MxD.shape
+  num_groups = group_sizes.shape[0]
+  # Padding adds at most block_size - 1 rows per group: a static bound.
+  num_blocks = -(-(num_rows + num_groups * (block_size - 1)) // block_size)
+  padded_sizes = -(-group_sizes // block_size) * block_size
+  padded_end = jnp.cumsum(padded_sizes)
+  group_end = jnp.cumsum(group_sizes)
+  rows = jnp.arange(num_rows, dtype=group_end.dtype)
+  group = jnp.searchsorted(group_end, rows, side="right")
+  in_group = group < num_groups
+  group = jnp.minimum(group, num_groups - 1)
+  destination = jnp.where(
+      in_group,
+      padded_end[group] - padded_sizes[group] + rows - (group_end[group]
+                                                        - group_sizes[group]),
+      num_blocks * block_size,
+  )
+  x_padded = jnp.zeros((num_blocks * block_size, d_model), x_MxD.dtype).at[
+      destination].set(x_MxD, mode="drop", unique_indices=True)
+  block_starts = jnp.arange(num_blocks, dtype=padded_end.dtype) * block_size
+  block_group = jnp.minimum(
+      jnp.searchsorted(padded_end, block_starts, side="right"), num_groups - 1)
+  x_NxBxD = x_padded.reshape(num_blocks, block_size, d_model)
+  h = (jax.nn.silu(jnp.einsum("nbd,ndf->nbf", x_NxBxD, weights.gate[block_group]))
+       * jnp.einsum("nbd,ndf->nbf", x_NxBxD, weights.up[block_group]))
+  y_NxBxD = jnp.einsum("nbf,nfd->nbd", h, weights.down[block_group])
+  return y_NxBxD.reshape(-1, d_model).at[destination].get(
+      mode="fill", fill_value=0)

@@ -1,0 +1,90 @@
+"""The EMO binary: claim checks, summaries, resume after SIGKILL, smoke run."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from experiments import emo
+from experiments import testing
+from experiments.configs import emo as emo_config
+
+SMOKE = ["--config", "experiments/configs/emo.py:smoke"]
+
+
+def _records(full, delta_25, delta_125, usage):
+  return [{"domain": domain, "full_bpb": full,
+           "subset_bpb_0.25": full + delta_25,
+           "subset_bpb_0.125": full + delta_125,
+           "random_bpb_0.25": full + 2 * delta_25,
+           "random_bpb_0.125": full + 2 * delta_125,
+           "usage": usage[i]} for i, domain in enumerate(("code", "csv"))]
+
+
+def _config():
+  config = emo_config.get_config()
+  config.seeds = (0, 1)
+  return config
+
+
+def test_mutual_information_of_usage_is_zero_to_one():
+  uniform = np.full((2, 1, 4), 0.25)
+  disjoint = np.array([[[0.5, 0.5, 0.0, 0.0]], [[0.0, 0.0, 0.5, 0.5]]])
+  assert emo.domain_mutual_information(uniform) == pytest.approx(0.0, abs=1e-12)
+  assert emo.domain_mutual_information(disjoint) == pytest.approx(1.0)
+  half = np.array([[[0.5, 0.25, 0.25]], [[0.0, 0.25, 0.75]]])
+  joint = half[:, 0] / 2
+  px, py = joint.sum(1, keepdims=True), joint.sum(0, keepdims=True)
+  nz = joint > 0
+  expected = np.sum(joint[nz] * np.log(joint[nz] / (px @ py)[nz])) / math.log(2)
+  assert emo.domain_mutual_information(half) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("emo_deltas,std_deltas,expected", [
+    ((0.01, 0.05), (0.2, 0.5), [True, True, True, True, True]),
+    ((0.1, 0.3), (0.15, 0.5), [True, False, False, False, True]),
+])
+def test_claim_checks_follow_the_numbers(emo_deltas, std_deltas, expected):
+  specific = np.array([[[1.0, 0.0]], [[0.0, 1.0]]])
+  mixed = np.full((2, 1, 2), 0.5)
+  evals = {"standard": [_records(1.0, *std_deltas, mixed)] * 2,
+           "emo": [_records(1.02, *emo_deltas, specific)] * 2}
+  summary = emo.summarize(evals, _config())
+  assert summary["emo"]["mean"]["delta_0.25"] == (pytest.approx(emo_deltas[0]),
+                                                 pytest.approx(0.0))
+  assert summary["standard"]["code"]["random_delta_0.125"][0] == pytest.approx(
+      2 * std_deltas[1])
+  checks = emo.evaluate_claim(summary, _config())
+  assert [c["passed"] for c in checks] == expected
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
+  # Step 30 is past the step-20 checkpoint.
+  testing.assert_resume_matches("emo", SMOKE, tmp_path, "standard_seed0.jsonl", 30)
+
+
+@pytest.mark.slow
+def test_smoke_config_writes_report_and_figures(tmp_path):
+  report = testing.run_smoke("emo", tmp_path)
+  workdir = tmp_path / "smoke"
+  run_data = report["run_data"]
+  assert len(run_data["figures"]) == 2
+  assert len(run_data["checks"]) == 5
+  summary = run_data["summary"]
+  for kind in ("standard", "emo"):
+    full = summary[kind]["mean"]["full_bpb"][0]
+    assert 1.0 < full < 8.0  # trained below the 8 bits of a uniform byte
+    # Keeping fewer experts never helps much: 12.5% costs more than 25%.
+    assert (summary[kind]["mean"]["delta_0.125"][0]
+            > summary[kind]["mean"]["delta_0.25"][0])
+  with open(workdir / "metrics" / "emo_seed0_eval.jsonl") as f:
+    evals = [json.loads(line) for line in f]
+  assert [r["domain"] for r in evals] == ["code", "prose", "arithmetic", "csv"]
+  for r in evals:
+    usage = np.asarray(r["usage"])
+    assert usage.shape == (2, 15)
+    np.testing.assert_allclose(usage.sum(-1), 1.0, rtol=1e-5)
+    assert all(len(layer) == 3 for layer in r["kept_0.25"])
+    assert all(len(layer) == 1 for layer in r["kept_0.125"])
