@@ -41,6 +41,7 @@ def rope_angles(coords_Nxa: jax.Array, dims: Sequence[int],
       continue
     omega = base ** (-jnp.arange(0, dim, 2, dtype=jnp.float32) / dim)
     coord = coords_Nxa[..., axis:axis + 1].astype(jnp.float32)
+    omega = omega.reshape((1,) * (coord.ndim - 1) + (-1,))
     angles.append(jnp.float32(scale) * coord * omega)
   return jnp.concatenate(angles, axis=-1)
 
