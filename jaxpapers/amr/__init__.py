@@ -14,7 +14,17 @@ from jaxpapers.amr.quadtree import Geometry
 from jaxpapers.amr.quadtree import leaf_coordinates
 from jaxpapers.amr.quadtree import make_geometry
 from jaxpapers.amr.quadtree import Quadtree
+from jaxpapers.amr.quadtree import truncate
 from jaxpapers.amr.regrid import regrid
 from jaxpapers.amr.rope import rope_3d
 from jaxpapers.amr.tokens import detokenize
 from jaxpapers.amr.tokens import tokenize
+from jaxpapers.amr.vit import BackboneConfig
+from jaxpapers.amr.vit import ParallelBlock
+from jaxpapers.amr.vit import patchify
+from jaxpapers.amr.vit import TokenBackbone
+from jaxpapers.amr.vit import uniform_vit_config
+from jaxpapers.amr.vit import UniformViT
+from jaxpapers.amr.vit import unpatchify
+from jaxpapers.amr.vit import WAMRViT
+from jaxpapers.amr.vit import wamrvit_config

@@ -384,6 +384,24 @@ def check_budget(tree: Quadtree) -> None:
     )
 
 
+def truncate(tree: Quadtree, max_tokens: int) -> Quadtree:
+  """The same tree with a smaller budget: keeps the first ``max_tokens`` slots.
+
+  Lets a batch share the smallest budget that holds all its trees (token
+  buckets, spec section 6) without rebuilding them; ``overflow`` is
+  recomputed, so a budget below ``num_leaves`` is flagged as usual.
+  """
+  _check_budget_arg(max_tokens, tree.geometry)
+  if max_tokens > tree.max_tokens:
+    raise ValueError(
+        f"max_tokens={max_tokens} exceeds the tree's budget {tree.max_tokens};"
+        " truncate only shrinks.")
+  return dataclasses.replace(
+      tree, level=tree.level[..., :max_tokens], i=tree.i[..., :max_tokens],
+      j=tree.j[..., :max_tokens], mask=tree.mask[..., :max_tokens],
+      overflow=tree.num_leaves > max_tokens)
+
+
 def leaf_coordinates(tree: Quadtree, scale_axis: str = "level_idx") -> jax.Array:
   """Per-leaf RoPE coordinates ``(cx, cy, s)``, float32 ``(..., T, 3)``.
 

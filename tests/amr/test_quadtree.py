@@ -261,3 +261,16 @@ def test_nan_input_is_visible_in_the_tokens():
   tree = amr.build_quadtree(field, patch=4, tol_frac=0.1, max_level=2,
                             max_tokens=256)
   assert np.isnan(np.asarray(amr.tokenize(field, tree))).any()
+
+
+def test_truncate_keeps_the_leaves_and_flags_a_short_budget():
+  field, patch, max_level, tol = FIELDS["discs"]
+  tree = amr.build_quadtree(field, patch=patch, tol_frac=tol,
+                            max_level=max_level, max_tokens=256)
+  count = int(tree.num_leaves)
+  short = amr.truncate(tree, count)
+  assert reference.tree_leaves(short) == reference.tree_leaves(tree)
+  assert not bool(short.overflow) and short.max_tokens == count
+  assert bool(amr.truncate(tree, count - 1).overflow)
+  with pytest.raises(ValueError, match="truncate only shrinks"):
+    amr.truncate(tree, 300)
