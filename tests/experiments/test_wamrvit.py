@@ -1,0 +1,142 @@
+"""The WAMRViT binary: claim checks, pure batches, smoke run, resume after SIGKILL."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from experiments import wamrvit
+from experiments.configs import wamrvit as wamrvit_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMOKE = ["--config", "experiments/configs/wamrvit.py:smoke"]
+TIMING = ("tokens_per_s", "ms_per_step")
+
+
+def _summary(roi, tokens, roi_last=1.0, step1=0.1):
+  return {"vrmse_roi_mean": roi, "vrmse_roi_step1": roi, "vrmse_roi_last": roi_last,
+          "vrmse_step1": step1, "tokens_mean": tokens, "finite": True}
+
+
+def test_claim_checks_follow_the_numbers():
+  summary = {
+      "wamrvit_regrid": _summary(0.11, 120.0, roi_last=0.5, step1=0.2),
+      "wamrvit_frozen": _summary(0.3, 120.0, roi_last=0.9),
+      "vit_p4": _summary(0.10, 256.0),
+      "vit_p8": _summary(0.2, 64.0),
+  }
+  checks = [c["passed"] for c in wamrvit.evaluate_claim(summary)]
+  assert checks == [True, False, True, True, True, True]
+  summary["wamrvit_regrid"]["vrmse_roi_mean"] = 0.2
+  summary["wamrvit_regrid"]["tokens_mean"] = 200.0
+  summary["wamrvit_regrid"]["vrmse_roi_last"] = 1.0
+  summary["wamrvit_regrid"]["vrmse_step1"] = 0.05
+  checks = [c["passed"] for c in wamrvit.evaluate_claim(summary)]
+  assert checks == [False, False, False, False, False, False]
+
+
+def test_batches_are_pure_functions_of_seed_and_step():
+  a = wamrvit.batch_indices(3, 17, 32, 40, 8)
+  np.testing.assert_array_equal(a, wamrvit.batch_indices(3, 17, 32, 40, 8))
+  b = wamrvit.batch_indices(3, 18, 32, 40, 8)
+  assert not all(np.array_equal(x, y) for x, y in zip(a, b))
+  assert a[0].max() < 32 and a[1].max() < 40
+
+
+def test_token_buckets_round_up_and_cap():
+  config = wamrvit_config.get_config()
+  assert wamrvit.bucket_size(np.array([97, 12]), config, 256) == 128
+  assert wamrvit.bucket_size(np.array([96]), config, 256) == 96
+  assert wamrvit.bucket_size(np.array([250]), config, 256) == 256
+
+
+def test_vrmse_closed_form():
+  true = np.stack([np.linspace(-1, 1, 16).reshape(4, 4, 1)] * 2)
+  pred = true + np.array([0.1, 0.2]).reshape(2, 1, 1, 1)
+  std = np.std(true[0])
+  np.testing.assert_allclose(wamrvit.vrmse(pred, true), [0.1 / std, 0.2 / std])
+  mask = np.zeros((2, 4, 4), bool)
+  mask[:, 0, 0] = True
+  pred[:, 0, 0] += 1.0
+  np.testing.assert_allclose(wamrvit.vrmse(pred, true, mask),
+                             [1.1 / std, 1.2 / std])
+
+
+def _command(workdir, *extra):
+  return [sys.executable, "-m", "experiments.wamrvit", *SMOKE, *extra,
+          "--workdir", str(workdir)]
+
+
+def _run(workdir, *extra):
+  return subprocess.run(_command(workdir, *extra), cwd=ROOT, capture_output=True,
+                        text=True, timeout=900, check=False)
+
+
+def _metrics(workdir):
+  out = {}
+  for name in sorted(os.listdir(os.path.join(workdir, "metrics"))):
+    with open(os.path.join(workdir, "metrics", name)) as f:
+      out[name] = [{k: v for k, v in json.loads(line).items() if k not in TIMING}
+                   for line in f]
+  return out
+
+
+def _report(workdir):
+  with open(os.path.join(workdir, "report.json")) as f:
+    return json.load(f)
+
+
+@pytest.mark.slow
+def test_smoke_config_writes_report_and_figures(tmp_path):
+  workdir = tmp_path / "smoke"
+  out = _run(workdir)
+  assert out.returncode == 0, out.stderr[-3000:]
+  report = _report(workdir)
+  run_data = report["run_data"]
+  assert len(run_data["figures"]) == 2
+  for figure in run_data["figures"]:
+    with open(workdir / figure, "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  assert len(run_data["checks"]) == 6
+  params = report["model_metadata"]["num_params"]
+  assert params["wamrvit"] == params["vit_p4"] < params["vit_p8"]
+  summary = run_data["summary"]
+  assert set(summary) == set(wamrvit.VARIANTS)
+  assert summary["vit_p4"]["tokens_mean"] == 256
+  assert summary["vit_p8"]["tokens_mean"] == 64
+  # The frozen mesh keeps the initial leaf count; regridding changes it.
+  rollouts = _metrics(workdir)
+  frozen = [r["tokens"] for r in rollouts["rollout_wamrvit_frozen_seed0.jsonl"]]
+  assert len(set(frozen)) == 1 and frozen[0] < 256
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
+  straight = tmp_path / "straight"
+  done = _run(straight)
+  assert done.returncode == 0, done.stderr[-3000:]
+
+  resumed = tmp_path / "resumed"
+  with subprocess.Popen(_command(resumed), cwd=ROOT, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True) as proc:
+    first_run = resumed / "metrics" / "vit_p4_seed0.jsonl"
+    deadline = time.monotonic() + 600
+    while not (first_run.exists() and first_run.read_text().strip()):
+      assert proc.poll() is None, proc.stderr.read()[-3000:]
+      assert time.monotonic() < deadline
+      time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+  assert proc.returncode == -signal.SIGKILL
+  again = _run(resumed)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "resumed at step" in again.stderr
+  assert _metrics(resumed) == _metrics(straight)
+  strip = lambda rows: [r for r in rows if r["metric"] not in TIMING]
+  assert (strip(_report(resumed)["run_data"]["results"])
+          == strip(_report(straight)["run_data"]["results"]))
