@@ -81,20 +81,23 @@ def advection_trajectory(key: jax.Array, *, num_steps: int, size: int = 64,
   grid = jnp.arange(size, dtype=jnp.float32)
   wavenumber = 2 * jnp.pi / size
 
+  def per_mode(a):
+    return a.reshape(-1, 1, 1)
+
   def frame(t):
     # Exact solution: the initial field at the back-traced positions.
-    y = (grid.reshape(-1, 1) - velocity[1] * t) * jnp.ones((1, size))
-    x = (grid.reshape(1, -1) - velocity[0] * t) * jnp.ones((size, 1))
-    angle = wavenumber * (ky.reshape(-1, 1, 1) * y + kx.reshape(-1, 1, 1) * x)
-    u = jnp.sum(weights.reshape(-1, 1, 1)
-                * jnp.cos(angle + phases.reshape(-1, 1, 1)), axis=0)
-    dy = y - centres[:, 0].reshape(-1, 1, 1)
-    dx = x - centres[:, 1].reshape(-1, 1, 1)
+    y = (grid.reshape(1, -1, 1) - velocity[1] * t) * jnp.ones((1, 1, size))
+    x = (grid.reshape(1, 1, -1) - velocity[0] * t) * jnp.ones((1, size, 1))
+    angle = wavenumber * (per_mode(ky.astype(jnp.float32)) * y
+                          + per_mode(kx.astype(jnp.float32)) * x)
+    u = jnp.sum(per_mode(weights) * jnp.cos(angle + per_mode(phases)), axis=0)
+    dy = y - per_mode(centres[:, 0])
+    dx = x - per_mode(centres[:, 1])
     dy = dy - size * jnp.round(dy / size)  # minimum image on the torus
     dx = dx - size * jnp.round(dx / size)
     dist = jnp.sqrt(dy ** 2 + dx ** 2)
-    edge = 0.5 * (1 + jnp.tanh((radii.reshape(-1, 1, 1) - dist) / edge_width))
-    return u + jnp.sum(amplitudes.reshape(-1, 1, 1) * edge, axis=0)
+    edge = 0.5 * (1 + jnp.tanh((per_mode(radii) - dist) / edge_width))
+    return u + jnp.sum(per_mode(amplitudes) * edge, axis=0)
 
   times = jnp.arange(num_steps + 1, dtype=jnp.float32)
   return jax.vmap(frame)(times)
