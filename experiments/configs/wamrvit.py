@@ -60,12 +60,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train.learning_rate = 1e-3
   config.train.weight_decay = 1e-4
   config.train.clip_norm = 1.0
+  # Rollout stabilisers, off as in the spec's defaults: push-forward (pf=K,
+  # K unrolled steps with stop-gradient between them; 1 = one-step loss) and
+  # Gaussian noise on the training inputs (ours).
+  config.train.pushforward_steps = 1
+  config.train.input_noise = 0.0
   config.log_every = 50
   config.checkpoint_every = 200
 
   config.rollout = ml_collections.ConfigDict()
   config.rollout.num_steps = 30
   config.rollout.start = 0  # first test frame
+  config.rollout.short_horizon = 10  # accuracy checks: mean of steps 1..10
 
   if arg == "smoke":
     config.seeds = (0, 1)
@@ -79,6 +85,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.log_every = 10
     config.checkpoint_every = 10
     config.rollout.num_steps = 6
+    config.rollout.short_horizon = 3
     config.tree.token_bucket = 64  # fewer shapes to compile
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; expected 'smoke' or none.")
