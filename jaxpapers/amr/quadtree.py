@@ -262,12 +262,15 @@ def leaves_from_refined(refined: Sequence[jax.Array], geometry: Geometry,
   x = jnp.arange(cols, dtype=jnp.int32).reshape(1, -1)
   is_corner = ((y & size) == 0) & ((x & size) == 0)
   order = jnp.asarray(morton_order(rows, cols))
-  corner_in_order = is_corner.reshape(-1)[order]
+  corner_in_order = is_corner.reshape(-1).at[order].get(
+      mode="promise_in_bounds")
   num_leaves = jnp.sum(corner_in_order, dtype=jnp.int32)
   picked = jnp.flatnonzero(corner_in_order, size=max_tokens, fill_value=0)
-  flat = order[picked]
+  # Every index below is in range by construction (padding picks slot 0).
+  flat = order.at[picked].get(mode="promise_in_bounds")
   mask = jnp.arange(max_tokens, dtype=jnp.int32) < num_leaves
-  level = jnp.where(mask, level_map.reshape(-1)[flat], 0)
+  level = jnp.where(
+      mask, level_map.reshape(-1).at[flat].get(mode="promise_in_bounds"), 0)
   shift = top - level
   i = jnp.where(mask, jnp.right_shift(flat // cols, shift), 0)
   j = jnp.where(mask, jnp.right_shift(flat % cols, shift), 0)

@@ -27,6 +27,7 @@ from typing import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers.amr.quadtree import Geometry
 from jaxpapers.amr.quadtree import Quadtree
@@ -58,15 +59,32 @@ def average_pool2(image_HxWxC: jax.Array) -> jax.Array:
   return jnp.mean(blocks, axis=(1, 3))
 
 
-def uniform_cell_maps(field_HxWxC: jax.Array, geometry: Geometry
-                      ) -> tuple[jax.Array, ...]:
-  """Per level, the ``(rows_l, cols_l, Ph, Pw, C)`` area-averaged patches."""
-  image = field_HxWxC
-  maps = [image_to_cells(image, geometry.patch)]
+def pooled_images(field_HxWxC: jax.Array, geometry: Geometry
+                  ) -> tuple[jax.Array, ...]:
+  """Per level ``0 .. L``, the field average-pooled by ``2^(L-l)``."""
+  images = [field_HxWxC]
   for _ in range(geometry.max_level):
-    image = average_pool2(image)
-    maps.append(image_to_cells(image, geometry.patch))
-  return tuple(reversed(maps))
+    images.append(average_pool2(images[-1]))
+  return tuple(reversed(images))
+
+
+def gather_patches(images: Sequence[jax.Array], tree: Quadtree) -> jax.Array:
+  """Every leaf's ``(Ph, Pw)`` patch of its level's image: ``(T, Ph, Pw, C)``.
+
+  One gather of pixels from the concatenated images; unlike
+  :func:`gather_cells` it needs no transposed copy of the images into cells.
+  """
+  ph, pw = tree.geometry.patch
+  table = jnp.concatenate([im.reshape(-1, im.shape[-1]) for im in images])
+  sizes = [im.shape[0] * im.shape[1] for im in images]
+  offsets = jnp.asarray(np.cumsum([0] + sizes[:-1]), jnp.int32)
+  widths = jnp.asarray([im.shape[1] for im in images], jnp.int32)
+  rows = (tree.i * ph).reshape(-1, 1, 1) + jnp.arange(ph).reshape(1, -1, 1)
+  cols = (tree.j * pw).reshape(-1, 1, 1) + jnp.arange(pw).reshape(1, 1, -1)
+  index = (offsets[tree.level].reshape(-1, 1, 1)
+           + rows * widths[tree.level].reshape(-1, 1, 1) + cols)
+  return _zero_where_not(tree.mask,
+                         table.at[index].get(mode="promise_in_bounds"))
 
 
 def native_cell_maps(field_HxWxC: jax.Array, geometry: Geometry
@@ -107,7 +125,8 @@ def gather_cells(cell_maps: Sequence[jax.Array], tree: Quadtree) -> jax.Array:
   cols = jnp.asarray([m.shape[1] for m in cell_maps], jnp.int32)
   index = (jnp.asarray(offsets, jnp.int32)[tree.level]
            + tree.i * cols[tree.level] + tree.j)
-  return _zero_where_not(tree.mask, table[index])
+  return _zero_where_not(tree.mask,
+                         table.at[index].get(mode="promise_in_bounds"))
 
 
 def scatter_cells(values_Tx: jax.Array, tree: Quadtree, level: int
@@ -173,11 +192,13 @@ def tokenize(field: jax.Array, tree: Quadtree, mode: str = "uniform"
   field_HxWxC = field[..., None] if field.ndim == 2 else field
   _check_tree(tree, field_HxWxC.shape, "tokenize")
   if mode == "uniform":
-    return gather_cells(uniform_cell_maps(field_HxWxC, tree.geometry), tree)
+    return gather_patches(pooled_images(field_HxWxC, tree.geometry), tree)
   tokens = []
   for level, cells in enumerate(native_cell_maps(field_HxWxC, tree.geometry)):
     here, index = _flat_index(tree, level)
-    tokens.append(_zero_where_not(here, cells.reshape(-1, *cells.shape[2:])[index]))
+    flat = cells.reshape(-1, *cells.shape[2:])
+    tokens.append(_zero_where_not(
+        here, flat.at[index].get(mode="promise_in_bounds")))
   return tuple(tokens)
 
 
