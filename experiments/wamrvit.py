@@ -9,20 +9,21 @@ Trains, per seed, three models with one backbone at matched parameters on
 * ``vit_p4``: the finest-patch uniform ViT (256 tokens);
 * ``vit_p8``: a coarser-patch uniform ViT (64 tokens).
 
-Each predicts the residual u_{t+1} - u_t under a relative L2 loss. Free
-rollouts of 30 steps from the first test frame follow; the quadtree model
-runs twice, regridding its mesh from its own predictions every step
-(``amr.regrid``) and with the initial mesh frozen. Reported per step: VRMSE
-(RMSE / std of the true field) on the whole field and on the region of
-interest (pixels under finest leaves of the mesh built from the true field),
-token count, model throughput (tokens/s) and wall time per step, each as a
-mean over seeds with its standard error.
+Each predicts the residual u_{t+1} - u_t under a relative L2 loss
+(optionally push-forward and input noise, off by default). Free rollouts of
+30 steps from the first test frame follow; the quadtree model runs twice,
+regridding its mesh from its own predictions every step (``amr.regrid``) and
+with the initial mesh frozen. Reported per step: VRMSE (RMSE / std of the
+true field) on the whole field and on the region of interest (pixels under
+finest leaves of the mesh built from the true field), token count, model
+throughput (tokens/s) and wall time per step, each as a mean over seeds with
+its standard error.
 
 The report checks the claim: near-finest-patch accuracy where the features
-are, with a fraction of the tokens; more accurate there than the coarser
-patch; regridding keeps the rollout on the fronts where a frozen mesh loses
-them; and the paper's caveat that uniform storage pays a global
-interpolation cost.
+are (over the first ``short_horizon`` steps, before CPU-sized models lose the
+fronts), with a fraction of the tokens; more accurate there than the coarser
+patch; regridding beats a frozen mesh over the whole rollout; and the
+paper's caveat that uniform storage pays a global interpolation cost.
 """
 
 import functools
