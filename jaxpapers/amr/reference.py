@@ -111,11 +111,16 @@ def morton_sorted(leaves, geometry: Geometry) -> list[Leaf]:
 
 def build_quadtree_reference(field: np.ndarray, *, patch, tol_frac: float,
                              max_level: int) -> list[Leaf]:
-  """The Morton-ordered leaves of the spec's initial mesh, one leaf at a time."""
-  field = np.asarray(field, dtype=np.float64)
+  """The Morton-ordered leaves of the spec's initial mesh, one leaf at a time.
+
+  Arithmetic stays in the field's dtype (as in the jitted code), so ties
+  such as a range exactly at the threshold resolve the same way.
+  """
+  field = np.asarray(field)
   field = field[..., None] if field.ndim == 2 else field
   geometry = make_geometry(field.shape, patch, max_level)
-  threshold = tol_frac * (field.max(axis=(0, 1)) - field.min(axis=(0, 1)))
+  threshold = field.dtype.type(tol_frac) * (
+      field.max(axis=(0, 1)) - field.min(axis=(0, 1)))
   rows, cols = geometry.root_shape
   leaves = [(0, i, j) for i in range(rows) for j in range(cols)]
   for _ in range(max_level):

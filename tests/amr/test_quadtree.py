@@ -21,8 +21,8 @@ def _discs(shape, centres, radius, channels=1):
     field += np.tanh((radius - np.hypot(y - cy, x - cx)) / 1.5)
   if channels == 1:
     return field.astype(np.float32)
-  return np.stack([field, field.T[:shape[0], :shape[1]] if shape[0] == shape[1]
-                   else np.roll(field, 5, axis=1)], -1).astype(np.float32)
+  # A second channel with its features elsewhere: the trees' union refines both.
+  return np.stack([field, np.roll(field, 9, axis=1)], -1).astype(np.float32)
 
 
 def _fields():
