@@ -140,3 +140,15 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   strip = lambda rows: [r for r in rows if r["metric"] not in TIMING]
   assert (strip(_report(resumed)["run_data"]["results"])
           == strip(_report(straight)["run_data"]["results"]))
+
+
+def test_summary_counts_the_leading_steps_on_track():
+  records = [{"vrmse": v, "vrmse_roi": 2 * v, "tokens": 100.0 + k,
+              "tokens_per_s": 1.0, "ms_per_step": 1.0, "finite": True}
+             for k, v in enumerate([0.1, 0.3, 0.6, 0.2])]
+  summary = wamrvit.summarize(records, short=2)
+  assert summary["valid_steps"] == 2
+  assert summary["vrmse_roi_short"] == pytest.approx(0.4)
+  assert summary["vrmse_last"] == 0.2 and summary["tokens_last"] == 103.0
+  records[2]["vrmse"] = 0.4
+  assert wamrvit.summarize(records, short=2)["valid_steps"] == 4
