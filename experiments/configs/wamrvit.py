@@ -1,6 +1,7 @@
 r"""WAMRViT vs uniform ViTs on 2-D advection of sharp discs (64x64, periodic).
 
-Default (about 13 min on 2 idle CPU cores)::
+Default (about 16 min of CPU time, at most 15 min wall on 2 idle CPU cores;
+47 min wall on our shared 2-core machine at load 10-15)::
 
   python -m experiments.wamrvit --config experiments/configs/wamrvit.py
 
