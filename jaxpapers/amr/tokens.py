@@ -52,11 +52,16 @@ def cells_to_image(cells: jax.Array) -> jax.Array:
 
 
 def average_pool2(image_HxWxC: jax.Array) -> jax.Array:
-  """2x2 mean pooling of the two leading axes."""
+  """2x2 mean pooling of the two leading axes.
+
+  A sum of the four strided slices: XLA on CPU runs it several times faster
+  than a mean over interleaved reshaped axes.
+  """
   height, width = image_HxWxC.shape[:2]
   blocks = image_HxWxC.reshape(height // 2, 2, width // 2, 2,
                                *image_HxWxC.shape[2:])
-  return jnp.mean(blocks, axis=(1, 3))
+  return 0.25 * ((blocks[:, 0, :, 0] + blocks[:, 0, :, 1])
+                 + (blocks[:, 1, :, 0] + blocks[:, 1, :, 1]))
 
 
 def pooled_images(field_HxWxC: jax.Array, geometry: Geometry
@@ -71,20 +76,22 @@ def pooled_images(field_HxWxC: jax.Array, geometry: Geometry
 def gather_patches(images: Sequence[jax.Array], tree: Quadtree) -> jax.Array:
   """Every leaf's ``(Ph, Pw)`` patch of its level's image: ``(T, Ph, Pw, C)``.
 
-  One gather of pixels from the concatenated images; unlike
-  :func:`gather_cells` it needs no transposed copy of the images into cells.
+  Each image is viewed, without a copy, as rows of ``Pw``-pixel segments; a
+  patch is ``Ph`` such segments, gathered at once. Unlike
+  :func:`gather_cells` this needs no transposed copy of the images.
   """
   ph, pw = tree.geometry.patch
-  table = jnp.concatenate([im.reshape(-1, im.shape[-1]) for im in images])
-  sizes = [im.shape[0] * im.shape[1] for im in images]
+  channels = images[0].shape[-1]
+  table = jnp.concatenate(
+      [im.reshape(-1, pw * channels) for im in images])
+  sizes = [im.shape[0] * im.shape[1] // pw for im in images]
   offsets = jnp.asarray(np.cumsum([0] + sizes[:-1]), jnp.int32)
-  widths = jnp.asarray([im.shape[1] for im in images], jnp.int32)
-  rows = (tree.i * ph).reshape(-1, 1, 1) + jnp.arange(ph).reshape(1, -1, 1)
-  cols = (tree.j * pw).reshape(-1, 1, 1) + jnp.arange(pw).reshape(1, 1, -1)
-  index = (offsets[tree.level].reshape(-1, 1, 1)
-           + rows * widths[tree.level].reshape(-1, 1, 1) + cols)
-  return _zero_where_not(tree.mask,
-                         table.at[index].get(mode="promise_in_bounds"))
+  segments = jnp.asarray([im.shape[1] // pw for im in images], jnp.int32)
+  rows = (tree.i * ph).reshape(-1, 1) + jnp.arange(ph).reshape(1, -1)
+  index = (offsets[tree.level].reshape(-1, 1)
+           + rows * segments[tree.level].reshape(-1, 1) + tree.j.reshape(-1, 1))
+  patches = table.at[index].get(mode="promise_in_bounds")
+  return _zero_where_not(tree.mask, patches.reshape(-1, ph, pw, channels))
 
 
 def native_cell_maps(field_HxWxC: jax.Array, geometry: Geometry
