@@ -16,10 +16,10 @@ Decoding to the finest grid upsamples uniform leaves by ``2^(L-l)`` inside
 their own footprint: nearest (our default, spec section 7) or bilinear with
 half-pixel centres and edges clamped at the leaf boundary.
 
-Internally every level is held as a grid of cells ``(rows_l, cols_l, *feat)``
-("cell maps"); gathering and scattering by ``(level, i, j)`` goes through
-them, and the model embeds cell maps before gathering (see
-:mod:`jaxpapers.amr.vit`).
+Uniform tokens are gathered straight from the average-pooled images; the
+other paths hold each level as a grid of cells ``(rows_l, cols_l, *feat)``
+("cell maps", used by :mod:`jaxpapers.amr.regrid`) and gather or scatter by
+``(level, i, j)``.
 """
 
 import functools
