@@ -13,6 +13,8 @@ Areas are organised by what things are; each re-exports its public names:
   graph memory and test-time adaptation baselines.
 * :mod:`jaxpapers.moe` -- mixture-of-experts routing (top-k, EMO document pools),
   dispatch, an nnx MoE layer, expert subsets.
+* :mod:`jaxpapers.amr` -- adaptive mesh refinement for ViTs: jit-compiled balanced
+  quadtrees, leaf tokens, 3-axis RoPE, regridding, WAMRViT.
 * :mod:`jaxpapers.data` -- data sets that ship inside pip packages, and
   mini-batch sampling as a pure function of a key.
 * :mod:`jaxpapers.models` -- small reference models (pure MLP, nnx transformer

@@ -1,5 +1,7 @@
-"""Data sets that ship inside pip packages, and pure mini-batch sampling."""
+"""Data: sets that ship inside pip packages, generators, and pure mini-batch sampling."""
 
+from jaxpapers.data.advection import advection_dataset
+from jaxpapers.data.advection import advection_trajectory
 from jaxpapers.data.digits import Digits
 from jaxpapers.data.digits import load_digits
 from jaxpapers.data.sampling import minibatch_indices

@@ -1,0 +1,30 @@
+"""Adaptive mesh refinement for transformers (WAMRViT).
+
+Balanced quadtrees built under ``jit`` from dense fields, leaf tokens in
+uniform and native storage, 3-axis rotary embeddings over (x, y, scale),
+cell-space regridding for rollouts, and the WAMRViT / uniform ViT models.
+:mod:`jaxpapers.amr.reference` holds the slow Python reference that tests and
+benchmarks compare against.
+"""
+
+from jaxpapers.amr.quadtree import balance
+from jaxpapers.amr.quadtree import build_quadtree
+from jaxpapers.amr.quadtree import check_budget
+from jaxpapers.amr.quadtree import Geometry
+from jaxpapers.amr.quadtree import leaf_coordinates
+from jaxpapers.amr.quadtree import make_geometry
+from jaxpapers.amr.quadtree import Quadtree
+from jaxpapers.amr.quadtree import truncate
+from jaxpapers.amr.regrid import regrid
+from jaxpapers.amr.rope import rope_3d
+from jaxpapers.amr.tokens import detokenize
+from jaxpapers.amr.tokens import tokenize
+from jaxpapers.amr.vit import BackboneConfig
+from jaxpapers.amr.vit import ParallelBlock
+from jaxpapers.amr.vit import patchify
+from jaxpapers.amr.vit import TokenBackbone
+from jaxpapers.amr.vit import uniform_vit_config
+from jaxpapers.amr.vit import UniformViT
+from jaxpapers.amr.vit import unpatchify
+from jaxpapers.amr.vit import WAMRViT
+from jaxpapers.amr.vit import wamrvit_config

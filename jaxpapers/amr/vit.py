@@ -1,0 +1,224 @@
+r"""WAMRViT and the uniform-patch ViT baseline, sharing one nnx backbone.
+
+Backbone (spec section 6, Flux-style single stream): per block
+
+.. code-block:: text
+
+   h = LayerNorm(x)                          # no affine
+   [qkv | a | b] = h @ W_in                  # 3D + 2 * mlp_ratio * D, no bias
+   attn = Attention(RoPE(RMSNorm(q)), RoPE(RMSNorm(k)), v)   # padding masked
+   x = x + [attn | a * SiLU(b)] @ W_out      # (D + mlp_ratio D) -> D
+
+Tokens are flattened patches embedded by one linear map (the code's Conv3d
+with kernel = stride = patch, one input frame), and decoded by a linear map
+back to a patch; the decoder starts at zero, so an untrained model predicts
+no change (``pred_mode="residual"``). There is no class token.
+
+* :class:`WAMRViT` reads uniform-storage leaf tokens ``(B, T, Ph, Pw, C)`` of
+  batched quadtrees with a 3-axis RoPE over ``(cx, cy, level)`` and masks
+  padded slots out of attention.
+* :class:`UniformViT` cuts the field into ``p x p`` patches, with a 2-axis
+  RoPE over the patch centres (scales = patches per axis).
+
+Reconstruction: the SwiGLU split (``a * SiLU(b)``, the code's gated MLP) and
+the zero-initialised decoder are our choices.
+"""
+
+import dataclasses
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+
+from jaxpapers.amr.quadtree import leaf_coordinates
+from jaxpapers.amr.quadtree import Quadtree
+from jaxpapers.amr.rope import rope_3d
+from jaxpapers.amr.tokens import cells_to_image
+from jaxpapers.amr.tokens import image_to_cells
+
+
+@dataclasses.dataclass(frozen=True)
+class BackboneConfig:
+  """Sizes of the token backbone (all static).
+
+  ``rope_dims`` = ``(d_x, d_y, d_s)`` rotated widths per head (each even, sum
+  at most ``d_model / num_heads``); ``rope_scales`` multiply the
+  coordinates ``(cx, cy, s)``.
+  """
+
+  token_size: int  # flattened patch: Ph * Pw * C
+  d_model: int = 64
+  num_heads: int = 2
+  num_layers: int = 4
+  mlp_ratio: int = 4
+  rope_dims: tuple[int, int, int] = (10, 10, 12)
+  rope_scales: tuple[float, float, float] = (16.0, 16.0, 1.0)
+
+  def __post_init__(self):
+    for name in ("token_size", "d_model", "num_heads", "num_layers",
+                 "mlp_ratio"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+    if self.d_model % self.num_heads:
+      raise ValueError(
+          f"d_model={self.d_model} must be divisible by"
+          f" num_heads={self.num_heads}.")
+    head_dim = self.d_model // self.num_heads
+    if sum(self.rope_dims) > head_dim or any(d % 2 for d in self.rope_dims):
+      raise ValueError(
+          f"rope_dims={self.rope_dims} must be even and sum to at most the"
+          f" head width {head_dim}.")
+
+
+class ParallelBlock(nnx.Module):
+  """One single-stream block: attention and gated MLP from one projection."""
+
+  def __init__(self, config: BackboneConfig, *, rngs: nnx.Rngs):
+    d, hidden = config.d_model, config.mlp_ratio * config.d_model
+    self.config = config
+    self.head_dim = d // config.num_heads
+    self.norm = nnx.LayerNorm(d, use_scale=False, use_bias=False, rngs=rngs)
+    self.w_in = nnx.Linear(d, 3 * d + 2 * hidden, use_bias=False, rngs=rngs)
+    self.q_norm = nnx.RMSNorm(self.head_dim, rngs=rngs)
+    self.k_norm = nnx.RMSNorm(self.head_dim, rngs=rngs)
+    self.w_out = nnx.Linear(d + hidden, d, use_bias=False, rngs=rngs)
+
+  def __call__(self, x_BxNxD, coords_BxNx3, mask_BxN):
+    config = self.config
+    b, n, d = x_BxNxD.shape
+    hidden = config.mlp_ratio * d
+    projected = self.w_in(self.norm(x_BxNxD))
+    qkv, gate_a, gate_b = jnp.split(projected, [3 * d, 3 * d + hidden], axis=-1)
+    qkv = qkv.reshape(b, n, 3, config.num_heads, self.head_dim)
+    rope = dict(dims=config.rope_dims, scales=config.rope_scales)
+    q_BxNxHxK = rope_3d(self.q_norm(qkv[:, :, 0]), coords_BxNx3, **rope)
+    k_BxNxHxK = rope_3d(self.k_norm(qkv[:, :, 1]), coords_BxNx3, **rope)
+    v_BxNxHxK = qkv[:, :, 2]
+    scale = jnp.asarray(self.head_dim ** -0.5, x_BxNxD.dtype)
+    logits = jnp.einsum("bqhk,bshk->bhqs", q_BxNxHxK, k_BxNxHxK) * scale
+    logits = jnp.where(mask_BxN[:, None, None, :], logits,
+                       jnp.finfo(logits.dtype).min)
+    weights = jax.nn.softmax(logits, axis=-1)
+    attn_BxNxD = jnp.einsum("bhqs,bshk->bqhk", weights, v_BxNxHxK).reshape(b, n, d)
+    mlp_BxNxF = gate_a * jax.nn.silu(gate_b)
+    return x_BxNxD + self.w_out(jnp.concatenate([attn_BxNxD, mlp_BxNxF], -1))
+
+
+class TokenBackbone(nnx.Module):
+  """``(tokens_BxNxF, coords_BxNx3, mask_BxN) -> (B, N, F)``: embed, blocks, decode."""
+
+  def __init__(self, config: BackboneConfig, *, rngs: nnx.Rngs):
+    self.config = config
+    self.embed = nnx.Linear(config.token_size, config.d_model, rngs=rngs)
+    self.blocks = nnx.List([ParallelBlock(config, rngs=rngs)
+                            for _ in range(config.num_layers)])
+    self.final_norm = nnx.LayerNorm(config.d_model, use_scale=False,
+                                    use_bias=False, rngs=rngs)
+    self.decode = nnx.Linear(config.d_model, config.token_size,
+                             kernel_init=nnx.initializers.zeros, rngs=rngs)
+
+  def __call__(self, tokens_BxNxF, coords_BxNx3, mask_BxN):
+    x_BxNxD = self.embed(tokens_BxNxF)
+    for block in self.blocks:
+      x_BxNxD = block(x_BxNxD, coords_BxNx3, mask_BxN)
+    out = self.decode(self.final_norm(x_BxNxD))
+    return jnp.where(mask_BxN[..., None], out, jnp.zeros((), out.dtype))
+
+
+def wamrvit_config(patch: tuple[int, int], channels: int, max_level: int,
+                   finest_grid: tuple[int, int], *, d_model: int = 64,
+                   num_heads: int = 2, num_layers: int = 4,
+                   mlp_ratio: int = 4) -> BackboneConfig:
+  """The spec's recommended RoPE split and scales for a quadtree of depth ``L``.
+
+  ``d_s = 4 (L + 1)``, ``d_x = d_y = (head_dim - d_s) / 2`` rounded down to
+  even; ``scale_x``, ``scale_y`` = finest cells per axis, ``scale_s = 1``.
+  """
+  head_dim = d_model // num_heads
+  d_s = 4 * (max_level + 1)
+  d_xy = (head_dim - d_s) // 2 // 2 * 2
+  if d_xy < 2:
+    raise ValueError(
+        f"head width {head_dim} leaves no room for x/y RoPE next to d_s={d_s};"
+        " use wider heads.")
+  rows, cols = finest_grid
+  return BackboneConfig(
+      token_size=patch[0] * patch[1] * channels, d_model=d_model,
+      num_heads=num_heads, num_layers=num_layers, mlp_ratio=mlp_ratio,
+      rope_dims=(d_xy, d_xy, d_s), rope_scales=(float(cols), float(rows), 1.0))
+
+
+def uniform_vit_config(patch: int, channels: int, grid: tuple[int, int], *,
+                       d_model: int = 64, num_heads: int = 2,
+                       num_layers: int = 4, mlp_ratio: int = 4
+                       ) -> BackboneConfig:
+  """2-axis RoPE over patch centres, scales = patches per axis."""
+  head_dim = d_model // num_heads
+  d_xy = head_dim // 2 // 2 * 2
+  return BackboneConfig(
+      token_size=patch * patch * channels, d_model=d_model,
+      num_heads=num_heads, num_layers=num_layers, mlp_ratio=mlp_ratio,
+      rope_dims=(d_xy, d_xy, 0),
+      rope_scales=(float(grid[1] // patch), float(grid[0] // patch), 1.0))
+
+
+class WAMRViT(nnx.Module):
+  """Quadtree ViT on uniform-storage leaf tokens: predicts per-leaf residuals.
+
+  Call as ``model(tokens_BxTxPhxPwxC, trees) -> (B, T, Ph, Pw, C)`` with
+  ``trees`` a batched :class:`Quadtree` (from ``vmap(build_quadtree)`` or
+  :func:`jaxpapers.amr.regrid`). Padded slots return zeros.
+
+  Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from flax import nnx
+    >>> from jaxpapers import amr
+    >>> fields = jax.random.normal(jax.random.key(0), (2, 32, 32))
+    >>> trees = jax.vmap(lambda f: amr.build_quadtree(
+    ...     f, patch=4, tol_frac=0.5, max_level=2, max_tokens=64))(fields)
+    >>> tokens = jax.vmap(amr.tokenize)(fields, trees)
+    >>> config = amr.wamrvit_config((4, 4), 1, 2, (8, 8), d_model=32,
+    ...                             num_heads=1, num_layers=1)
+    >>> model = amr.WAMRViT(config, rngs=nnx.Rngs(0))
+    >>> model(tokens, trees).shape
+    (2, 64, 4, 4, 1)
+  """
+
+  def __init__(self, config: BackboneConfig, *, rngs: nnx.Rngs):
+    self.backbone = TokenBackbone(config, rngs=rngs)
+
+  def __call__(self, tokens_BxTxPhxPwxC: jax.Array, trees: Quadtree) -> jax.Array:
+    b, t = tokens_BxTxPhxPwxC.shape[:2]
+    flat = tokens_BxTxPhxPwxC.reshape(b, t, -1)
+    out = self.backbone(flat, leaf_coordinates(trees), trees.mask)
+    return out.reshape(tokens_BxTxPhxPwxC.shape)
+
+
+def patchify(fields_BxHxWxC: jax.Array, patch: int) -> jax.Array:
+  """``(B, H, W, C) -> (B, H/p, W/p, p, p, C)``."""
+  return jax.vmap(lambda f: image_to_cells(f, (patch, patch)))(fields_BxHxWxC)
+
+
+def unpatchify(cells: jax.Array) -> jax.Array:
+  """Inverse of :func:`patchify`."""
+  return jax.vmap(cells_to_image)(cells)
+
+
+class UniformViT(nnx.Module):
+  """Uniform-patch ViT on fields: ``model(fields_BxHxWxC) -> residual (B, H, W, C)``."""
+
+  def __init__(self, config: BackboneConfig, patch: int, *, rngs: nnx.Rngs):
+    self.patch = patch
+    self.backbone = TokenBackbone(config, rngs=rngs)
+
+  def __call__(self, fields_BxHxWxC: jax.Array) -> jax.Array:
+    cells = patchify(fields_BxHxWxC, self.patch)
+    b, rows, cols = cells.shape[:3]
+    cy, cx = jnp.meshgrid((jnp.arange(rows, dtype=jnp.float32) + 0.5) / rows,
+                          (jnp.arange(cols, dtype=jnp.float32) + 0.5) / cols,
+                          indexing="ij")
+    coords = jnp.stack([cx.ravel(), cy.ravel(), jnp.zeros(rows * cols)], -1)
+    coords = jnp.broadcast_to(coords[None], (b, rows * cols, 3))
+    mask = jnp.ones((b, rows * cols), jnp.bool_)
+    out = self.backbone(cells.reshape(b, rows * cols, -1), coords, mask)
+    return unpatchify(out.reshape(cells.shape))
