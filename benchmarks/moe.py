@@ -19,7 +19,7 @@ from benchmarks import common
 from jaxpapers import moe
 
 BATCH, LENGTH, D_MODEL = 16, 128, 128
-ROUNDS = 5
+ROUNDS = 10
 LAYER = moe.MoEConfig(num_experts=31, k=3, d_hidden=256, routing="topk")
 PATHS = {
     "dropless/blocked": dict(dispatch="dropless", grouped_matmul="blocked",
@@ -80,7 +80,7 @@ def main():
       for routing, fns in runs.items():
         for i, (fn, args) in enumerate(fns):
           times[routing][i] = min(times[routing][i],
-                                  common.time_jitted(fn, *args, repeats=3))
+                                  common.time_jitted(fn, *args, repeats=5))
     for i, label in enumerate(("forward", "forward+backward")):
       ratio = times["topk"][i] / times["emo"][i]
       print(f"  {name:20s} {label:17s}: EMO / standard throughput"
