@@ -248,19 +248,41 @@ def batch(graphs: Sequence[GraphsTuple]) -> GraphsTuple:
   return jraph.batch(list(graphs))
 
 
-def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array) -> jax.Array:
+EDGE_CHUNK = 2048
+
+
+def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array, *,
+                  edge_chunk: int = EDGE_CHUNK) -> jax.Array:
   """``D^-1/2 (A + I) D^-1/2 x`` with (weighted) degrees that count the self loop.
 
-  Padding edges carry weight 0, so real rows never see padding nodes.
+  Padding edges carry weight 0, so real rows never see padding nodes. The
+  messages (one row per edge) are formed and summed ``edge_chunk`` edges at a
+  time, so memory grows with ``N x D`` rather than ``E x D`` (and the chunks
+  stay in cache, which is also faster on CPU).
   """
+  if edge_chunk < 1:
+    raise ValueError(f"edge_chunk must be >= 1, got {edge_chunk}.")
+  x_NxD = jnp.asarray(x_NxD)
   weights = edge_weights(graph)
   num_nodes = x_NxD.shape[0]
   degree = 1.0 + jax.ops.segment_sum(weights, graph.receivers, num_nodes)
   inv_sqrt = jax.lax.rsqrt(degree)
   coeff = weights * inv_sqrt[graph.senders] * inv_sqrt[graph.receivers]
-  messages = coeff[:, None] * x_NxD[graph.senders]
-  aggregated = jax.ops.segment_sum(messages, graph.receivers, num_nodes)
-  return aggregated + (inv_sqrt * inv_sqrt)[:, None] * x_NxD
+  num_chunks = -(-coeff.shape[0] // edge_chunk)
+  padding = num_chunks * edge_chunk - coeff.shape[0]
+  # Zero-weight padding edges 0 -> 0 leave the sum unchanged.
+  chunked = [jnp.pad(a, (0, padding)).reshape(num_chunks, -1)
+             for a in (coeff, graph.senders, graph.receivers)]
+
+  def add_chunk(total_NxD, chunk):
+    coeff_C, senders_C, receivers_C = chunk
+    messages_CxD = coeff_C[:, None] * x_NxD[senders_C]
+    return total_NxD + jax.ops.segment_sum(messages_CxD, receivers_C,
+                                           num_nodes), None
+
+  aggregated, _ = jax.lax.scan(add_chunk, (inv_sqrt * inv_sqrt)[:, None] * x_NxD,
+                               chunked)
+  return aggregated
 
 
 def masked_mean(x_NxD: jax.Array, mask_N: jax.Array) -> jax.Array:

@@ -68,14 +68,24 @@ def test_zero_out_padding_zeroes_padding_only():
   assert not np.any(out.edges[graph.senders.size:])
 
 
-@pytest.mark.parametrize("weighted", [False, True])
-def test_gcn_propagate_matches_dense_reference_padded_or_not(weighted):
+@pytest.mark.parametrize("weighted,edge_chunk",
+                         [(False, graphs.EDGE_CHUNK), (True, graphs.EDGE_CHUNK),
+                          (True, 1), (True, 7)])
+def test_gcn_propagate_matches_dense_reference_padded_or_not(weighted,
+                                                             edge_chunk):
   graph = _random_graph(3, weighted=weighted)
   expected = _dense_gcn_reference(graph)
-  propagate = jax.jit(lambda g: graphs.gcn_propagate(g, g.nodes["features"]))
+  propagate = jax.jit(lambda g: graphs.gcn_propagate(g, g.nodes["features"],
+                                                     edge_chunk=edge_chunk))
   np.testing.assert_allclose(propagate(graph), expected, rtol=1e-5, atol=1e-6)
   padded = graphs.pad_graph(graph, 13, 50)
   np.testing.assert_allclose(propagate(padded)[:7], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_gcn_propagate_rejects_empty_edge_chunks():
+  with pytest.raises(ValueError, match="edge_chunk"):
+    graphs.gcn_propagate(_random_graph(0), _random_graph(0).nodes["features"],
+                         edge_chunk=0)
 
 
 def test_pad_to_common_size_gives_one_shape():

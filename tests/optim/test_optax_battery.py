@@ -221,12 +221,13 @@ def test_init_on_abstract_params(name):
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_state_shardings_follow_sharded_params(name):
-  mesh = jax.make_mesh((2, 4), ("data", "model"))
   specs = {"vector": jax.P("model"), "matrix": jax.P("data", "model")}
   if "muon" in name:
     # optax's Newton-Schulz contracts the matrix's sharded axes, which an
-    # explicit mesh rejects; the wrapper's own state is still checked.
-    specs["matrix"] = jax.P(None, None)
+    # explicit mesh rejects (XLA inserts the collectives on an auto mesh).
+    _check_auto_mesh_shardings(name, specs)
+    return
+  mesh = jax.make_mesh((2, 4), ("data", "model"))
   with jax.set_mesh(mesh):
     params = {"vector": jnp.zeros(4, out_sharding=specs["vector"]),
               "matrix": jnp.ones((2, 8), out_sharding=specs["matrix"])}
@@ -240,3 +241,22 @@ def test_state_shardings_follow_sharded_params(name):
   assert types(updates) == types(params)
   moment = optax.tree.get(state, "mu" if name == "soap" else "m")
   assert jax.tree.map(lambda x: x.sharding.spec, moment) == specs
+
+
+def _check_auto_mesh_shardings(name, specs):
+  """State and updates keep the params' shardings; values match unsharded."""
+  mesh = jax.make_mesh((2, 4), ("data", "model"),
+                       axis_types=(jax.sharding.AxisType.Auto,) * 2)
+  host = {"vector": jnp.zeros(4), "matrix": jnp.ones((2, 8))}
+  params = {k: jax.device_put(v, jax.NamedSharding(mesh, specs[k]))
+            for k, v in host.items()}
+  grads_of = lambda tree: jax.tree.map(lambda p: 0.1 * p + 1.0, tree)
+  tx = _make(name)
+  updates, state = jax.jit(tx.update)(grads_of(params), jax.jit(tx.init)(params),
+                                      params)
+  spec_of = lambda tree: jax.tree.map(lambda x: x.sharding.spec, tree)
+  assert spec_of(optax.tree.get(state, "m")) == specs
+  assert spec_of(updates) == specs
+  expected, _ = tx.update(grads_of(host), tx.init(host), host)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
+               updates, expected)
