@@ -417,15 +417,19 @@ def _versions() -> dict[str, str]:
 
 
 def _git_commit() -> str:
+  """The short commit of the checkout, with ``+dirty`` when tracked files differ from it."""
+  def git(*args):
+    return subprocess.run(
+        ["git", *args], capture_output=True, text=True, check=True,
+        timeout=10, cwd=os.path.dirname(os.path.abspath(__file__)),
+    ).stdout.strip()
+
   try:
-    out = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-        text=True, check=True, timeout=10,
-        cwd=os.path.dirname(os.path.abspath(__file__)),
-    )
-    return out.stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD")
+    changed = git("status", "--porcelain", "--untracked-files=no")
   except (OSError, subprocess.SubprocessError):
     return "unknown"
+  return commit + ("+dirty" if changed else "")
 
 
 def _to_python(value: Any) -> Any:
