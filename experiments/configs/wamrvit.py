@@ -30,7 +30,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.seed = 0
   config.seeds = (0, 1, 2)
-  config.models = ("wamrvit", "vit_p4", "vit_p8")
+  config.models = ("wamrvit", "wamrvit_native", "vit_p4", "vit_p8")
 
   config.data = ml_collections.ConfigDict()
   config.data.seed = 1234
@@ -87,7 +87,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.checkpoint_every = 10
     config.rollout.num_steps = 6
     config.rollout.short_horizon = 3
-    config.tree.token_bucket = 64  # fewer shapes to compile
+    config.tree.token_bucket = 256  # one token shape to compile
   elif arg:
     raise ValueError(f"unknown config argument {arg!r}; expected 'smoke' or none.")
   return config

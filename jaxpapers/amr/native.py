@@ -72,14 +72,26 @@ def pixel_shuffle(x_NxHxWxC: jax.Array, factor: int = 2) -> jax.Array:
 
 
 class ShrinkBlock(nnx.Module):
-  """2x2 stride-2 conv ``c -> 2 m c`` then SwiGLU: ``(N, H, W, c) -> (N, H/2, W/2, m c)``."""
+  """2x2 stride-2 conv ``c -> 2 m c`` then SwiGLU: ``(N, H, W, c) -> (N, H/2, W/2, m c)``.
+
+  The convolution (kernel ``(2, 2, c, 2 m c)``, as ``nnx.Conv`` stores it, and
+  a bias) is computed as a matmul of each 2x2 block: with kernel = stride the
+  blocks do not overlap, and on CPU this runs about twice as fast as
+  ``lax.conv`` in training.
+  """
 
   def __init__(self, channels: int, multiplier: int = 2, *, rngs: nnx.Rngs):
-    self.conv = nnx.Conv(channels, 2 * multiplier * channels, kernel_size=(2, 2),
-                         strides=(2, 2), padding="VALID", rngs=rngs)
+    out = 2 * multiplier * channels
+    self.kernel = nnx.Param(nnx.initializers.lecun_normal()(
+        rngs.params(), (2, 2, channels, out)))
+    self.bias = nnx.Param(jnp.zeros((out,)))
 
   def __call__(self, x_NxHxWxC: jax.Array) -> jax.Array:
-    return swiglu(self.conv(x_NxHxWxC))
+    n, h, w, c = x_NxHxWxC.shape
+    blocks = x_NxHxWxC.reshape(n, h // 2, 2, w // 2, 2, c).transpose(
+        0, 1, 3, 2, 4, 5).reshape(n, h // 2, w // 2, 4 * c)
+    kernel = self.kernel[...].reshape(4 * c, -1)
+    return swiglu(blocks @ kernel + self.bias[...].reshape(1, 1, 1, -1))
 
 
 class ExpandBlock(nnx.Module):

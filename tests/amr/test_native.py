@@ -102,18 +102,18 @@ def _pixel_shuffle(x_HxWxC, r=2):
   return out
 
 
-def _set_random(conv, seed):
+def _set_random(module, seed):
   rng = np.random.default_rng(seed)
-  kernel = rng.standard_normal(conv.kernel.shape).astype(np.float32)
-  bias = rng.standard_normal(conv.bias.shape).astype(np.float32)
-  conv.kernel[...], conv.bias[...] = jnp.asarray(kernel), jnp.asarray(bias)
+  kernel = rng.standard_normal(module.kernel.shape).astype(np.float32)
+  bias = rng.standard_normal(module.bias.shape).astype(np.float32)
+  module.kernel[...], module.bias[...] = jnp.asarray(kernel), jnp.asarray(bias)
   return kernel.astype(np.float64), bias.astype(np.float64)
 
 
 def test_shrink_and_expand_blocks_match_numpy():
   x = np.random.default_rng(0).standard_normal((1, 4, 6, 2)).astype(np.float32)
   shrink = amr.ShrinkBlock(2, 2, rngs=nnx.Rngs(0))
-  kernel, bias = _set_random(shrink.conv, 1)
+  kernel, bias = _set_random(shrink, 1)
   expected = _swiglu(_conv(x[0].astype(np.float64), kernel, bias, 2, 0))
   assert shrink(jnp.asarray(x)).shape == (1, 2, 3, 4)
   np.testing.assert_allclose(shrink(jnp.asarray(x))[0], expected, rtol=1e-5,
