@@ -2,11 +2,17 @@
 
 Balanced quadtrees built under ``jit`` from dense fields, leaf tokens in
 uniform and native storage, 3-axis rotary embeddings over (x, y, scale),
-cell-space regridding for rollouts, and the WAMRViT / uniform ViT models.
+cell-space regridding for rollouts, and the WAMRViT (uniform and native
+storage) / uniform ViT models.
 :mod:`jaxpapers.amr.reference` holds the slow Python reference that tests and
 benchmarks compare against.
 """
 
+from jaxpapers.amr.native import ExpandBlock
+from jaxpapers.amr.native import NativeWAMRViT
+from jaxpapers.amr.native import pixel_shuffle
+from jaxpapers.amr.native import ShrinkBlock
+from jaxpapers.amr.native import swiglu
 from jaxpapers.amr.quadtree import balance
 from jaxpapers.amr.quadtree import build_quadtree
 from jaxpapers.amr.quadtree import check_budget

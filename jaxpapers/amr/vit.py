@@ -117,11 +117,15 @@ class TokenBackbone(nnx.Module):
     self.decode = nnx.Linear(config.d_model, config.token_size,
                              kernel_init=nnx.initializers.zeros, rngs=rngs)
 
-  def __call__(self, tokens_BxNxF, coords_BxNx3, mask_BxN):
-    x_BxNxD = self.embed(tokens_BxNxF)
+  def mix(self, x_BxNxD, coords_BxNx3, mask_BxN):
+    """The blocks and final norm on embedded tokens (no embed, no decode)."""
     for block in self.blocks:
       x_BxNxD = block(x_BxNxD, coords_BxNx3, mask_BxN)
-    out = self.decode(self.final_norm(x_BxNxD))
+    return self.final_norm(x_BxNxD)
+
+  def __call__(self, tokens_BxNxF, coords_BxNx3, mask_BxN):
+    out = self.decode(self.mix(self.embed(tokens_BxNxF), coords_BxNx3,
+                               mask_BxN))
     return jnp.where(mask_BxN[..., None], out, jnp.zeros((), out.dtype))
 
 

@@ -22,15 +22,19 @@ def test_claim_checks_follow_the_numbers():
   summary = {
       "wamrvit_regrid": _summary(0.11, 120.0, roi_mean=0.5, step1=0.2),
       "wamrvit_frozen": _summary(0.3, 120.0, roi_mean=0.9),
+      "wamrvit_native": _summary(0.12, 120.0, step1=0.15),
       "vit_p4": _summary(0.10, 256.0),
       "vit_p8": _summary(0.2, 64.0),
   }
   checks = [c["passed"] for c in wamrvit.evaluate_claim(summary, 10)]
-  assert checks == [True, False, True, True, True, True]
+  assert checks == [True, False, True, True, True, True, True]
   summary["wamrvit_regrid"].update(vrmse_roi_short=0.2, tokens_mean=200.0,
                                    vrmse_roi_mean=1.0, vrmse_step1=0.05)
   checks = [c["passed"] for c in wamrvit.evaluate_claim(summary, 10)]
-  assert checks == [False, False, False, False, False, False]
+  assert checks == [False, False, False, False, False, False, False]
+  summary["wamrvit_native"]["finite"] = False  # non-finite never passes
+  summary["wamrvit_native"]["vrmse_step1"] = 0.01
+  assert not wamrvit.evaluate_claim(summary, 10)[-1]["passed"]
 
 
 def test_batches_are_pure_functions_of_seed_and_step():
@@ -65,9 +69,11 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   report = testing.run_smoke("wamrvit", tmp_path)
   run_data = report["run_data"]
   assert len(run_data["figures"]) == 2
-  assert len(run_data["checks"]) == 6
+  assert len(run_data["checks"]) == 7
   params = report["model_metadata"]["num_params"]
   assert params["wamrvit"] == params["vit_p4"] < params["vit_p8"]
+  # Native mode adds per-level maps and Shrink/Expand blocks to the backbone.
+  assert params["wamrvit"] < params["wamrvit_native"]
   summary = run_data["summary"]
   assert set(summary) == set(wamrvit.VARIANTS)
   assert summary["vit_p4"]["tokens_mean"] == 256
@@ -76,6 +82,9 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   rollouts = testing.read_metrics(tmp_path / "smoke")
   frozen = [r["tokens"] for r in rollouts["rollout_wamrvit_frozen_seed0.jsonl"]]
   assert len(set(frozen)) == 1 and frozen[0] < 256
+  # Native storage starts from the same mesh, then regrids its own field.
+  native = [r["tokens"] for r in rollouts["rollout_wamrvit_native_seed0.jsonl"]]
+  assert native[0] == frozen[0]
 
 
 @pytest.mark.slow
