@@ -1,8 +1,7 @@
 r"""WAMRViT vs uniform ViTs on 2-D advection of sharp discs (64x64, periodic).
 
-Default (about 22 min of CPU time, about 20 min wall on 2 idle CPU cores, of
-which the native model takes about 5; the three models before it took 47 min
-wall on our shared 2-core machine at load 10-15)::
+Default (13 min wall, 20 min of CPU time, on 2 CPU cores; the native model
+takes about a third of it)::
 
   python -m experiments.wamrvit --config experiments/configs/wamrvit.py
 
