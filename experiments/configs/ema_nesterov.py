@@ -1,6 +1,6 @@
 r"""EMA-Nesterov on a tiny byte-level LM trained on Python's own text.
 
-Default (about 15 min on 2 idle CPU cores)::
+Default (about 8 min on 2 idle CPU cores)::
 
   python -m experiments.ema_nesterov --config experiments/configs/ema_nesterov.py
 
