@@ -1,6 +1,6 @@
 r"""EMO vs a standard MoE on four byte-level domains: expert subsets per domain.
 
-Default (about 20 min on 2 idle CPU cores)::
+Default (about 12 min on 2 idle CPU cores)::
 
   python -m experiments.emo --config experiments/configs/emo.py
 
