@@ -53,7 +53,7 @@ from jaxpapers.amr.vit import TokenBackbone
 
 
 def swiglu(x_NxC: jax.Array) -> jax.Array:
-  """First half of the channels times SiLU of the second half."""
+  """SwiGLU gate ``a * SiLU(b)`` with ``[a | b]`` the channel halves: ``(..., 2c) -> (..., c)``."""
   first, second = jnp.split(x_NxC, 2, axis=-1)
   return first * jax.nn.silu(second)
 
