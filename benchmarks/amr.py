@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks import common
+from jaxpapers import profiling
 from jaxpapers import amr
 from jaxpapers import data as data_lib
 from jaxpapers.amr import reference
@@ -70,14 +70,14 @@ def main():
 
     batched = jax.jit(jax.vmap(tokenize_one))
     single = jax.jit(tokenize_one)
-    vmapped_s = common.time_jitted(batched, fields) / batch
-    looped_s = common.time_jitted(
+    vmapped_s = profiling.time_jitted(batched, fields) / batch
+    looped_s = profiling.time_jitted(
         lambda f: [single(x) for x in f], list(fields[:8]), repeats=3) / 8
     reference_s = _reference_seconds_per_field(fields, patch, max_level)
     tokens, trees = batched(fields)
     leaves = float(jnp.mean(trees.num_leaves))
     regrid = jax.jit(jax.vmap(functools.partial(amr.regrid, tol_frac=TOL_FRAC)))
-    regrid_s = common.time_jitted(regrid, tokens, trees, repeats=3) / batch
+    regrid_s = profiling.time_jitted(regrid, tokens, trees, repeats=3) / batch
     print(f"{size}x{size}, patch {patch}, L={max_level}: {leaves:.0f} leaves of"
           f" {budget} on average")
     print(f"  jit+vmap (batch {batch}): {1e6 * vmapped_s:9.1f} us/field")

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from benchmarks import common
+from jaxpapers import profiling
 from jaxpapers import curvature
 from jaxpapers import data as data_lib
 from jaxpapers import models
@@ -64,8 +64,8 @@ def main():
   params = models.init_mlp(jax.random.key(0), (64, 256, 256, 10), init_scale=0.2)
   batches = _batches(data, jax.random.key(1), STEPS_PER_CALL)
 
-  sgd = common.time_jitted(_sgd_steps, params, batches)
-  bs = common.time_jitted(_bs_samples, params, batches)
+  sgd = profiling.time_jitted(_sgd_steps, params, batches)
+  bs = profiling.time_jitted(_bs_samples, params, batches)
   print(f"BS sample / SGD step cost: {bs / sgd:.2f}x (goal <= 2.5)"
         f"  [{1e6 * bs / STEPS_PER_CALL:.0f} us vs"
         f" {1e6 * sgd / STEPS_PER_CALL:.0f} us per step]")

@@ -15,7 +15,7 @@ Run: ``python -m benchmarks.emc``.
 
 import jax
 
-from benchmarks import common
+from jaxpapers import profiling
 from experiments.emc import compiled_footprint
 from experiments.emc import PaddedDomains
 from jaxpapers.graph import baselines
@@ -48,7 +48,7 @@ def main():
     state = method.init(model, graphs_[0], labels, labelled, jax.random.key(1))
     for graph in graphs_[1:-1]:  # reach the middle of the sequence
       state = method.update(state, graph)
-    seconds = common.time_jitted(method.update, state, target)
+    seconds = profiling.time_jitted(method.update, state, target)
     compiled = jax.jit(method.update).lower(state, target).compile()
     cost[name] = (seconds, compiled_footprint(compiled))
     print(f"{name:7s} update: {1e3 * seconds:8.2f} ms,"

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks import common
+from jaxpapers import profiling
 from jaxpapers import moe
 
 BATCH, LENGTH, D_MODEL = 16, 128, 128
@@ -80,7 +80,7 @@ def main():
       for routing, fns in runs.items():
         for i, (fn, args) in enumerate(fns):
           times[routing][i] = min(times[routing][i],
-                                  common.time_jitted(fn, *args, repeats=5))
+                                  profiling.time_jitted(fn, *args, repeats=5))
     for i, label in enumerate(("forward", "forward+backward")):
       ratio = times["topk"][i] / times["emo"][i]
       print(f"  {name:20s} {label:17s}: EMO / standard throughput"

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from benchmarks import common
+from jaxpapers import profiling
 from experiments import lm
 from jaxpapers import models
 from jaxpapers import optim
@@ -84,7 +84,7 @@ def _compare(make_step, params, batch, optimizers, repeats):
   best = {name: float("inf") for name in runs}
   for _ in range(ROUNDS):
     for name, (step, p, state) in runs.items():
-      best[name] = min(best[name], common.time_jitted(step, p, state, batch,
+      best[name] = min(best[name], profiling.time_jitted(step, p, state, batch,
                                                       repeats=repeats))
   return runs, best
 

@@ -17,7 +17,7 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 
-from benchmarks import common
+from jaxpapers import profiling
 from experiments import rollout
 from experiments.configs import rollout as rollout_config
 
@@ -51,7 +51,7 @@ def _step_seconds(sides):
   best = {name: float("inf") for name in sides}
   for _ in range(ROUNDS):
     for name, (chunk, args) in sides.items():
-      seconds = common.time_jitted(chunk, *args, repeats=3)
+      seconds = profiling.time_jitted(chunk, *args, repeats=3)
       best[name] = min(best[name], seconds / STEPS_PER_CALL)
   return best
 

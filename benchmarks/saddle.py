@@ -17,7 +17,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from benchmarks import common
+from jaxpapers import profiling
 from jaxpapers import saddle
 
 STEPS = 2000
@@ -41,13 +41,13 @@ def main():
                                      l_xy=1.0, mu=1e-3, dtype=jnp.float64)
     step_size = 1 / float(saddle.lipschitz_bound(game))
     rows, offset = game.player_data
-    plain = common.time_jitted(_plain_extragradient, rows, offset,
+    plain = profiling.time_jitted(_plain_extragradient, rows, offset,
                                game.zeros(), step_size, STEPS) / STEPS
 
     def per_player(method, num_steps):
       state = saddle.init(method, game, game.zeros())
       run = lambda s: saddle.run(method, game, s, num_steps=num_steps)
-      return common.time_jitted(run, state, repeats=3) / num_steps
+      return profiling.time_jitted(run, state, repeats=3) / num_steps
 
     eg = per_player(saddle.extragradient(step_size), STEPS)
     dm = per_player(saddle.dm_sp(), 200)

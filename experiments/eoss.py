@@ -46,6 +46,23 @@ BS_BAND = (0.75, 1.15)  # median BS over the tail, in units of 2/eta
 # Cohen et al. (2021) describe lambda_max as hovering "just above" 2/eta.
 FULL_BATCH_BS_TOL = 0.05
 FULL_BATCH_LAMBDA_BAND = (0.95, 1.25)
+# Averaged over seeds; the last four are the reported results.
+SUMMARY_KEYS = ("bs_median", "lambda_max_median", "bs_over_threshold",
+                "lambda_max_over_threshold", "gni_median", "final_loss")
+PAPER_RESULTS = [
+    harness.paper_result(
+        "mini-batch SGD", "Batch Sharpness stabilises at 2/eta (abstract)."),
+    harness.paper_result(
+        "mini-batch SGD", "lambda_max is generally smaller than Batch"
+        " Sharpness, and is suppressed more for smaller batches (abstract)."),
+    harness.paper_result(
+        "full-batch GD",
+        "lambda_max stabilises around 2/eta (Cohen et al., 2021)."),
+    harness.paper_result(
+        "authors' CPU sanity run (CIFAR-10, 64 samples, eta=0.05)",
+        "BS overshoots to about 49, then hovers at 35-39 vs 2/eta = 40;"
+        " lambda_max about 14."),
+]
 
 
 class TrainState(NamedTuple):
@@ -138,7 +155,6 @@ def run_name(learning_rate: float, batch_size: int, seed: int) -> str:
 
 def train_run(config, workdir, data, learning_rate, batch_size, seed):
   """Trains (or resumes) one run; returns its metric records."""
-  name = run_name(learning_rate, batch_size, seed)
   num_examples = data[0].shape[0]
   b = num_examples if batch_size == 0 else batch_size
   key = jax.random.key(seed)
@@ -151,15 +167,13 @@ def train_run(config, workdir, data, learning_rate, batch_size, seed):
       lambda p, k: jax.random.normal(k, p.shape, p.dtype), params,
       optax.tree.split_key_like(eig_key, params),
   )
-  state = TrainState(jnp.int32(0), params, eigenvector, jnp.bool_(False))
-  state, resumed_step, ckpt, metrics = workdir.open_run(name, state)
   measure_fn = functools.partial(
       measure, batch_size=b, bs_draws=config.measure.bs_draws,
       lanczos_iters=config.measure.lanczos_iters,
       lanczos_tol=config.measure.lanczos_tol,
   )
 
-  def measure_and_log(state, interval_stats):
+  def measure_state(state, **interval_stats):
     key = jax.random.fold_in(measure_key, state.step)
     bs_key, gni_key = jax.random.split(key)
     scalars, eigvec = measure_fn(state.params, state.eigenvector, data, bs_key)
@@ -167,37 +181,31 @@ def train_run(config, workdir, data, learning_rate, batch_size, seed):
       scalars["gni"] = measure_gni(state.params, data, gni_key, batch_size=b,
                                    num_draws=config.measure.gni_draws)
     scalars = jax.device_get(scalars)
-    metrics.write(int(state.step), **scalars, **interval_stats)
-    return state._replace(eigenvector=eigvec), scalars
+    diverged = not math.isfinite(scalars["loss"])
+    state = state._replace(eigenvector=eigvec, diverged=jnp.bool_(diverged))
+    return state, {**scalars, **interval_stats}
 
-  if resumed_step is None:
-    state, _ = measure_and_log(state, {})
-    ckpt.save(0, state)
-
-  num_steps = (config.full_batch_num_steps if batch_size == 0
-               else config.num_steps)
-  progress = workdir.progress(name, num_steps, start_step=int(state.step))
   lr = jnp.float32(learning_rate)
-  while int(state.step) < num_steps and not bool(state.diverged):
+
+  def chunk(state, step):
     params, step_sharpness, train_loss = train_chunk(
         state.params, state.step, lr, data, data_key, batch_size=b,
         num_steps=config.measure_every,
     )
     state = state._replace(step=state.step + config.measure_every,
                            params=params)
-    state, scalars = measure_and_log(
-        state, {"step_sharpness": step_sharpness, "train_loss": train_loss}
-    )
-    state = state._replace(diverged=jnp.bool_(not math.isfinite(scalars["loss"])))
-    step = int(state.step)
-    if (step % config.checkpoint_every == 0 or step >= num_steps
-        or bool(state.diverged)):
-      ckpt.save(step, state)
-    progress.update(step, loss=float(scalars["loss"]),
-                    bs=float(scalars["batch_sharpness"]),
-                    lmax=float(scalars["lambda_max"]))
-  ckpt.close()
-  return metrics.read()
+    state, record = measure_state(state, step_sharpness=step_sharpness,
+                                  train_loss=train_loss)
+    return harness.Chunk(state, step + config.measure_every, record,
+                         stop=bool(state.diverged))
+
+  state = TrainState(jnp.int32(0), params, eigenvector, jnp.bool_(False))
+  return workdir.train(
+      run_name(learning_rate, batch_size, seed), state, chunk,
+      num_steps=(config.full_batch_num_steps if batch_size == 0
+                 else config.num_steps),
+      checkpoint_every=config.checkpoint_every, initial=measure_state,
+  ).records
 
 
 def summarize_run(records, learning_rate, batch_size, tail_fraction):
@@ -232,179 +240,152 @@ def evaluate_claim(summaries, config):
                   key=lambda s: s["batch_size"])
     for s in mini:
       lo, hi = BS_BAND
-      ratio = s["bs_over_threshold"]
-      checks.append({
-          "name": f"eta={lr:g} b={s['batch_size']}: median BS in"
-                  f" [{lo}, {hi}]x2/eta",
-          "passed": bool(lo <= ratio <= hi and not s["diverged"]),
-          "detail": f"BS = {ratio:.3f} x 2/eta ({s['bs_median']:.3f} vs"
-                    f" {s['threshold']:.3f})",
-      })
-      checks.append({
-          "name": f"eta={lr:g} b={s['batch_size']}: lambda_max < BS",
-          "passed": bool(s["lambda_max_median"] < s["bs_median"]),
-          "detail": f"lambda_max = {s['lambda_max_median']:.3f},"
-                    f" BS = {s['bs_median']:.3f}",
-      })
+      ratio, tag = s["bs_over_threshold"], f"eta{lr:g}_b{s['batch_size']}"
+      checks.append(harness.check(
+          f"bs_at_threshold_{tag}",
+          f"eta={lr:g} b={s['batch_size']}: median BS in [{lo}, {hi}]x2/eta",
+          lo <= ratio <= hi and not s["diverged"],
+          f"BS = {ratio:.3f} x 2/eta ({s['bs_median']:.3f} vs"
+          f" {s['threshold']:.3f})"))
+      checks.append(harness.check(
+          f"lambda_max_below_bs_{tag}",
+          f"eta={lr:g} b={s['batch_size']}: lambda_max < BS",
+          s["lambda_max_median"] < s["bs_median"],
+          f"lambda_max = {s['lambda_max_median']:.3f}, BS ="
+          f" {s['bs_median']:.3f}"))
     plateaus = [s["lambda_max_median"] for s in mini]
-    checks.append({
-        "name": f"eta={lr:g}: lambda_max plateau grows with batch size",
-        "passed": bool(np.all(np.diff(plateaus) > 0)),
-        "detail": ", ".join(f"b={s['batch_size']}: {s['lambda_max_median']:.3f}"
-                            for s in mini),
-    })
+    checks.append(harness.check(
+        f"lambda_max_grows_with_batch_eta{lr:g}",
+        f"eta={lr:g}: lambda_max plateau grows with batch size",
+        np.all(np.diff(plateaus) > 0),
+        ", ".join(f"b={s['batch_size']}: {s['lambda_max_median']:.3f}"
+                  for s in mini)))
     for s in (s for s in runs if s["batch_size"] == 0):
       ratio = s["bs_over_threshold"]
-      checks.append({
-          "name": f"eta={lr:g} full batch: curvature along the gradient"
-                  f" = 2/eta within {FULL_BATCH_BS_TOL:.0%}",
-          "passed": bool(abs(ratio - 1) <= FULL_BATCH_BS_TOL
-                         and not s["diverged"]),
-          "detail": f"g'Hg/g'g = {ratio:.3f} x 2/eta",
-      })
+      checks.append(harness.check(
+          f"full_batch_gradient_curvature_eta{lr:g}",
+          f"eta={lr:g} full batch: curvature along the gradient = 2/eta"
+          f" within {FULL_BATCH_BS_TOL:.0%}",
+          abs(ratio - 1) <= FULL_BATCH_BS_TOL and not s["diverged"],
+          f"g'Hg/g'g = {ratio:.3f} x 2/eta"))
       ratio = s["lambda_max_over_threshold"]
       lo, hi = FULL_BATCH_LAMBDA_BAND
-      checks.append({
-          "name": f"eta={lr:g} full batch: lambda_max at or just above 2/eta"
-                  f" ([{lo}, {hi}]x)",
-          "passed": bool(lo <= ratio <= hi and not s["diverged"]),
-          "detail": f"lambda_max = {ratio:.3f} x 2/eta",
-      })
+      checks.append(harness.check(
+          f"full_batch_lambda_max_eta{lr:g}",
+          f"eta={lr:g} full batch: lambda_max at or just above 2/eta"
+          f" ([{lo}, {hi}]x)",
+          lo <= ratio <= hi and not s["diverged"],
+          f"lambda_max = {ratio:.3f} x 2/eta"))
   return checks
 
 
 def plot_runs(workdir, all_records, config):
-  """F1: BS and lambda_max vs step with the 2/eta line, one panel per run."""
+  """F1: BS and lambda_max in units of 2/eta vs step, one panel per run."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   lrs, bss = config.learning_rates, config.batch_sizes
   fig, axes = plt.subplots(len(lrs), len(bss), squeeze=False,
-                           figsize=(3.2 * len(bss), 2.6 * len(lrs)),
-                           sharex=True)
+                           figsize=(3.2 * len(bss), 2.6 * len(lrs) + 0.5))
   for i, lr in enumerate(lrs):
     for j, b in enumerate(bss):
       ax = axes[i, j]
       for seed in config.seeds:
         records = all_records[(lr, b, seed)]
         steps = [r["step"] for r in records]
-        ax.plot(steps, [r["batch_sharpness"] for r in records], "C0", lw=1,
-                label="Batch Sharpness" if seed == config.seeds[0] else None)
-        ax.plot(steps, [r["lambda_max"] for r in records], "C1", lw=1,
-                label="$\\lambda_{max}$" if seed == config.seeds[0] else None)
-      ax.axhline(2 / lr, color="k", ls="--", lw=1, label="2/$\\eta$")
+        first = seed == config.seeds[0] and i == j == 0
+        ax.plot(steps, [r["batch_sharpness"] * lr / 2 for r in records], "C0",
+                lw=1, label="Batch Sharpness" if first else None)
+        ax.plot(steps, [r["lambda_max"] * lr / 2 for r in records], "C1",
+                lw=1, label="$\\lambda_{max}$" if first else None)
+      ax.axhline(1.0, color="k", ls="--", lw=1,
+                 label="2/$\\eta$" if i == j == 0 else None)
       ax.set_title(f"$\\eta$={lr:g}, b={'full' if b == 0 else b}", fontsize=9)
-      ax.set_ylim(0, 1.5 * 2 / lr)
-      if i == len(lrs) - 1:
-        ax.set_xlabel("step")
-  axes[0, 0].legend(fontsize=7)
+      ax.set_ylim(0, 1.5)
+      ax.set_xlabel("SGD step")
+      if j == 0:
+        ax.set_ylabel("curvature (multiples of 2/$\\eta$)")
+  fig.legend(loc="upper right", fontsize=7)
+  fig.suptitle("Batch Sharpness settles at 2/$\\eta$; $\\lambda_{max}$ stays"
+               " below it for mini-batches", fontsize=10)
   fig.tight_layout()
   return workdir.save_figure(fig, "sharpness_vs_step")
 
 
 def plot_plateaus(workdir, summaries, config, num_examples):
-  """F2: lambda_max and BS plateaus vs batch size (log-x), per step size."""
+  """F2: lambda_max and BS plateaus (multiples of 2/eta) vs batch size."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(4.5, 3.2))
+  fig, ax = plt.subplots(figsize=(4.8, 3.4))
   for k, lr in enumerate(config.learning_rates):
     runs = sorted((s for s in summaries if s["learning_rate"] == lr),
                   key=lambda s: s["batch_size"] or num_examples)
     sizes = [s["batch_size"] or num_examples for s in runs]
-    ax.plot(sizes, [s["lambda_max_median"] for s in runs], "o-", color=f"C{k}",
-            label=f"$\\lambda_{{max}}$, $\\eta$={lr:g}")
-    ax.plot(sizes, [s["bs_median"] for s in runs], "s:", color=f"C{k}",
-            label=f"BS, $\\eta$={lr:g}")
-    ax.axhline(2 / lr, color=f"C{k}", ls="--", lw=1)
+    ax.plot(sizes, [s["lambda_max_over_threshold"] for s in runs], "o-",
+            color=f"C{k}", label=f"$\\lambda_{{max}}$, $\\eta$={lr:g}")
+    ax.plot(sizes, [s["bs_over_threshold"] for s in runs], "s:",
+            color=f"C{k}", label=f"BS, $\\eta$={lr:g}")
+  ax.axhline(1.0, color="k", ls="--", lw=1, label="2/$\\eta$")
   ax.set_xscale("log")
-  ax.set_xlabel("batch size (rightmost: full batch)")
-  ax.set_ylabel("median over last 30% of steps")
+  ax.set_xlabel("batch size (examples; rightmost: full batch)")
+  ax.set_ylabel("median over the last 30% of steps\n(multiples of 2/$\\eta$)")
+  ax.set_title("$\\lambda_{max}$ rises with the batch size to 2/$\\eta$",
+               fontsize=9)
   ax.legend(fontsize=7)
   fig.tight_layout()
   return workdir.save_figure(fig, "plateau_vs_batch_size")
 
 
-def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
-  del rng  # each run derives its keys from its own seed
+def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   digits = data_lib.load_digits(
       num_examples=config.data.num_examples,
       label_noise=config.data.label_noise, seed=config.data.seed,
   )
   data = (jnp.asarray(digits.x), jnp.asarray(digits.y))
+  grid = [(lr, b) for lr in config.learning_rates for b in config.batch_sizes]
+  workdir.plan(len(grid) * len(config.seeds))
   all_records, summaries = {}, []
-  for lr in config.learning_rates:
-    for b in config.batch_sizes:
-      per_seed = []
-      for seed in config.seeds:
-        records = train_run(config, workdir, data, lr, b, seed)
-        all_records[(lr, b, seed)] = records
-        per_seed.append(summarize_run(records, lr, b, config.tail_fraction))
-      summaries.append(_mean_over_seeds(per_seed))
+  for lr, b in grid:
+    per_seed = []
+    for seed in config.seeds:
+      records = train_run(config, workdir, data, lr, b, seed)
+      all_records[(lr, b, seed)] = records
+      per_seed.append(summarize_run(records, lr, b, config.tail_fraction))
+    summaries.append(harness.over_seeds(per_seed, SUMMARY_KEYS))
 
-  checks = evaluate_claim(summaries, config)
-  figures = [plot_runs(workdir, all_records, config),
-             plot_plateaus(workdir, summaries, config, data[0].shape[0])]
-  results = []
-  for s in summaries:
-    for metric in ("bs_over_threshold", "lambda_max_over_threshold",
-                   "gni_median", "final_loss"):
-      results.append({
-          "evaluation_name": grid_name(s["learning_rate"], s["batch_size"]),
-          "metric": metric, "score": s[metric],
-          "standard_error": s.get(metric + "_se"),
-          "num_samples": len(config.seeds),
-          "lower_is_better": metric == "final_loss",
-      })
+  results = [row for s in summaries for row in harness.results_of(
+      grid_name(s["learning_rate"], s["batch_size"]), s, SUMMARY_KEYS[2:],
+      num_samples=len(config.seeds),
+      higher_is_better=SUMMARY_KEYS[2:5])]
+  workdir.write_report(
+      paper=PAPER, claim=CLAIM,
+      dataset={"name": "digits (label noise)", "provenance": digits.provenance},
+      model=model_metadata(config), seeds=list(config.seeds), results=results,
+      paper_results=PAPER_RESULTS, checks=evaluate_claim(summaries, config),
+      figures=[plot_runs(workdir, all_records, config),
+               plot_plateaus(workdir, summaries, config, data[0].shape[0])],
+      notes=[f"{s['learning_rate']:g}/{s['batch_size']}: diverged"
+             for s in summaries if s["diverged"]],
+      extra_run_data={"summaries": summaries})
+
+
+def model_metadata(config):
   num_params = sum(x.size for x in jax.tree.leaves(
       models.init_mlp(jax.random.key(0), (64, *config.model.hidden, 10))))
-  notes = [f"{s['learning_rate']:g}/{s['batch_size']}: diverged"
-           for s in summaries if s["diverged"]]
-  report = harness.make_report(
-      workdir,
-      paper=PAPER,
-      claim=CLAIM,
-      dataset={"name": "digits (label noise)", "provenance": digits.provenance},
-      model={"architecture": f"MLP 64-{'-'.join(map(str, config.model.hidden))}-10,"
-                             " ReLU, Kaiming-normal x init_scale",
-             "init_scale": config.model.init_scale, "num_params": int(num_params),
-             "optimizer": "plain SGD, constant step size",
-             "loss": "squared error on one-hot targets"},
-      seeds=list(config.seeds),
-      results=results,
-      paper_results=[
-          {"evaluation_name": "mini-batch SGD",
-           "statement": "Batch Sharpness stabilises at 2/eta (abstract)."},
-          {"evaluation_name": "mini-batch SGD",
-           "statement": "lambda_max is generally smaller than Batch Sharpness,"
-                        " and is suppressed more for smaller batches (abstract)."},
-          {"evaluation_name": "full-batch GD",
-           "statement": "lambda_max stabilises around 2/eta (Cohen et al., 2021)."},
-          {"evaluation_name": "authors' CPU sanity run (CIFAR-10, 64 samples,"
-                              " eta=0.05)",
-           "statement": "BS overshoots to about 49, then hovers at 35-39 vs"
-                        " 2/eta = 40; lambda_max about 14."},
-      ],
-      checks=checks,
-      figures=figures,
-      notes=notes,
-      extra_run_data={"summaries": summaries},
-  )
-  workdir.write_report(report)
+  return {"architecture": f"MLP 64-{'-'.join(map(str, config.model.hidden))}"
+                          "-10, ReLU, Kaiming-normal x init_scale",
+          "init_scale": config.model.init_scale, "num_params": int(num_params),
+          "optimizer": "plain SGD, constant step size",
+          "loss": "squared error on one-hot targets"}
+
+
+def validate(config):
+  for field in ("num_steps", "full_batch_num_steps", "checkpoint_every"):
+    if config[field] % config.measure_every:
+      raise ValueError(f"{field}={config[field]} must be a multiple of"
+                       f" measure_every={config.measure_every}.")
 
 
 def _median(values):
   return float(np.median(values)) if values else float("nan")
 
 
-def _mean_over_seeds(per_seed):
-  """Averages the numeric summary fields over seeds, with standard errors."""
-  out = dict(per_seed[0])
-  for key in ("bs_median", "lambda_max_median", "gni_median", "final_loss",
-              "bs_over_threshold", "lambda_max_over_threshold"):
-    values = np.array([s[key] for s in per_seed], dtype=np.float64)
-    out[key] = float(values.mean())
-    out[key + "_se"] = (float(values.std(ddof=1) / np.sqrt(len(values)))
-                        if len(values) > 1 else None)
-  out["diverged"] = any(s["diverged"] for s in per_seed)
-  return out
-
-
 if __name__ == "__main__":
-  harness.run(main, name="eoss")
+  harness.run(main, name="eoss", validate=validate)

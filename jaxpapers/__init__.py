@@ -17,6 +17,7 @@ Areas are organised by what things are; each re-exports its public names:
   quadtrees, leaf tokens, 3-axis RoPE, regridding, WAMRViT.
 * :mod:`jaxpapers.data` -- data sets that ship inside pip packages, and
   mini-batch sampling as a pure function of a key.
+* :mod:`jaxpapers.profiling` -- wall time and compiled memory of jitted calls.
 * :mod:`jaxpapers.models` -- small reference models (pure MLP, nnx transformer
   LM with a swappable FFN, forecasters).
 """

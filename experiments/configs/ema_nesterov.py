@@ -21,6 +21,8 @@ the best cell, optax.lookahead(AdamW) and schedule-free AdamW, each with
 
 import ml_collections
 
+from experiments.configs import common
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config; ``arg="smoke"`` gives a sub-minute run."""
@@ -69,7 +71,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.ema.rest_fraction = 0.9  # ... and off here
   config.ema.m_init = "first_increment"
 
-  if arg == "smoke":
+  if common.is_smoke(arg):
     config.seeds = (1,)
     config.data.source_files = 10
     config.data.valid_windows = 32
@@ -84,6 +86,4 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.checkpoint_every = 20
     config.ema.betas = (0.5,)
     config.ema.gammas = (0.0, 0.9)
-  elif arg:
-    raise ValueError(f"unknown config argument {arg!r}; expected 'smoke' or none.")
   return config

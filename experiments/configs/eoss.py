@@ -18,6 +18,8 @@ sizes, not only the smallest.
 
 import ml_collections
 
+from experiments.configs import common
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config; ``arg="smoke"`` gives a sub-minute run."""
@@ -53,7 +55,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.measure.lanczos_iters = 40
   config.measure.lanczos_tol = 1e-2  # residual; eigenvalue error ~ tol**2
 
-  if arg == "smoke":
+  if common.is_smoke(arg):
     config.data.num_examples = 256
     config.model.hidden = (32, 32)
     config.learning_rates = (0.25,)
@@ -66,6 +68,4 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.measure.gni_draws = 10
     config.measure.gni_every = 100
     config.measure.lanczos_iters = 20
-  elif arg:
-    raise ValueError(f"unknown config argument {arg!r}; expected 'smoke' or none.")
   return config

@@ -31,6 +31,8 @@ mu / L^2; DM-SP uses its defaults (eta = 1/(2 L_xy), sigma = 0.5, tau = 0.1).
 
 import ml_collections
 
+from experiments.configs import common
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config; ``arg="smoke"`` gives a sub-minute run."""
@@ -57,13 +59,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.steps_per_chunk = 20_000  # checkpoint and metrics cadence
   config.num_records = 300  # log-spaced residual records per run
 
-  if arg == "smoke":
+  if common.is_smoke(arg):
     config.dim = 20
     config.ratios = (1.0, 10.0, 100.0)
     config.max_rounds = 50_000
     config.gda_max_rounds = 2_000
     config.steps_per_chunk = 2_000
     config.num_records = 100
-  elif arg:
-    raise ValueError(f"unknown config argument {arg!r}; expected 'smoke' or none.")
   return config

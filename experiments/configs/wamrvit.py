@@ -26,6 +26,8 @@ D = 64, 2 heads of 32, 4 layers, 600 AdamW steps of batch 8, 3 seeds.
 
 import ml_collections
 
+from experiments.configs import common
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config; ``arg="smoke"`` gives a sub-minute run."""
@@ -76,7 +78,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.rollout.start = 0  # first test frame
   config.rollout.short_horizon = 10  # accuracy checks: mean of steps 1..10
 
-  if arg == "smoke":
+  if common.is_smoke(arg):
     config.seeds = (0, 1)
     config.data.num_train = 4
     config.data.num_test = 2
@@ -90,6 +92,4 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.rollout.num_steps = 6
     config.rollout.short_horizon = 3
     config.tree.token_bucket = 256  # one token shape to compile
-  elif arg:
-    raise ValueError(f"unknown config argument {arg!r}; expected 'smoke' or none.")
   return config

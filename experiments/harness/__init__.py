@@ -1,0 +1,42 @@
+"""The harness every experiment binary shares: loop, resume, checkpoints, metrics, report.
+
+A binary reads data, runs, summarises, checks the claim and draws figures;
+the harness owns the rest::
+
+  def main(config, workdir):
+    result = workdir.train("run", init_state, chunk, num_steps=...,
+                           checkpoint_every=...)
+    ...
+    workdir.write_report(paper=..., claim=..., checks=[harness.check(...)],
+                         ...)
+
+  if __name__ == "__main__":
+    harness.run(main, name="eoss")
+
+See :mod:`experiments.harness.cli` (flags, help, the final line),
+:mod:`experiments.harness.workdir` (integrity, the training loop, cached
+stages), :mod:`experiments.harness.report` (checks, results, the report)
+and :mod:`experiments.harness.stats` (mean +- s.e., timing ratios).
+"""
+
+from experiments.harness.cli import default_workdir
+from experiments.harness.cli import load_config
+from experiments.harness.cli import run
+from experiments.harness.report import check
+from experiments.harness.report import config_hash
+from experiments.harness.report import make_report
+from experiments.harness.report import paper_result
+from experiments.harness.report import render_markdown
+from experiments.harness.report import result
+from experiments.harness.report import StaticConfig
+from experiments.harness.report import results_of
+from experiments.harness.stats import at_most
+from experiments.harness.stats import mean_se
+from experiments.harness.stats import mean_se_curve
+from experiments.harness.stats import over_seeds
+from experiments.harness.stats import paired_ratio
+from experiments.harness.workdir import Chunk
+from experiments.harness.workdir import MetricWriter
+from experiments.harness.workdir import TrainResult
+from experiments.harness.workdir import Workdir
+from experiments.harness.workdir import WorkdirError

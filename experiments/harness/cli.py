@@ -1,0 +1,242 @@
+"""The command line every experiment binary shares (scenic / big_vision style).
+
+A binary ends with ``harness.run(main, name="eoss")``, where
+``main(config, workdir)`` reads data, runs, summarises, checks the claim and
+draws figures, and is launched as::
+
+  python -m experiments.eoss --config experiments/configs/eoss.py[:arg] \
+      [--config.field=value ...] [--workdir DIR] [--overwrite]
+
+A mistyped ``--config.x`` is a usage error naming the close matches;
+``--help`` lists the flags, the config's docstring and every field with its
+default. Without ``--workdir`` the run goes to ``runs/<name>`` (``runs/
+<name>_<arg>`` for a config argument such as ``:smoke``). Restarting with
+the same workdir and config resumes; another config is refused (see
+:mod:`experiments.harness.workdir`).
+
+Multi-process: pass ``--distributed`` on a cluster that JAX auto-detects
+(SLURM, Cloud TPU, ...), or ``--coordinator_address=127.0.0.1:PORT
+--num_processes=N --process_id=I`` to launch by hand. Only process 0 writes
+metrics, figures and reports; every process takes part in checkpoints.
+"""
+
+import difflib
+import functools
+import importlib.util
+import json
+import logging as pylogging
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from absl import app
+from absl import flags
+from absl import logging
+import jax
+from ml_collections import config_flags
+import ml_collections
+
+from experiments.harness import report as report_lib
+from experiments.harness import workdir as workdir_lib
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Experiment config file (path[:arg]).", lock_config=True
+)
+_WORKDIR = flags.DEFINE_string(
+    "workdir", None, "Output directory; default runs/<name>[_<arg>]."
+)
+_OVERWRITE = flags.DEFINE_bool(
+    "overwrite", False,
+    "Discard whatever the workdir holds (results of another config) and"
+    " start afresh.",
+)
+_DISTRIBUTED = flags.DEFINE_bool(
+    "distributed", False,
+    "Call jax.distributed.initialize() with cluster auto-detection.",
+)
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "host:port of process 0 (manual launch)."
+)
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "Number of processes (manual launch)."
+)
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "This process's index (manual launch)."
+)
+_HARNESS_FLAGS = ("config", "workdir", "overwrite", "distributed",
+                  "coordinator_address", "num_processes", "process_id")
+
+MainFn = Callable[[ml_collections.ConfigDict, workdir_lib.Workdir], None]
+ValidateFn = Callable[[ml_collections.ConfigDict], None]
+
+
+def run(main: MainFn, *, name: str, validate: ValidateFn | None = None) -> None:
+  """Parses flags, validates the config, starts JAX and calls ``main``.
+
+  ``validate(config)`` raises ``ValueError`` for a config the binary cannot
+  run; it is called before anything is written into the workdir.
+  """
+  if any(arg in ("-h", "--help", "-?") for arg in sys.argv[1:]):
+    print(help_text(name, sys.argv))
+    sys.exit(0)
+  jax.config.config_with_absl()
+  logging.get_absl_handler().addFilter(_QuietLibraries())
+  app.run(functools.partial(_run_main, main, name, validate),
+          flags_parser=_parse_flags)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  path = _config_path(argv)
+  if path is not None:
+    try:
+      config = load_config(path)
+    except Exception as e:  # pylint: disable=broad-except
+      _usage_error(f"--config {path}: {type(e).__name__}: {e}")
+    known = set(_flatten_fields(config))
+    for arg in argv[1:]:
+      if arg.startswith("--config."):
+        field = arg[len("--config."):].split("=", 1)[0]
+        if field not in known:
+          matches = difflib.get_close_matches(field, known, n=3, cutoff=0.6)
+          _usage_error(
+              f"--config.{field} is not a field of {path}"
+              + (f"; did you mean {', '.join('--config.' + m for m in matches)}?"
+                 if matches else "; --help lists the fields."))
+  try:
+    return flags.FLAGS(argv)
+  except Exception as e:  # pylint: disable=broad-except
+    _usage_error(str(e).strip().splitlines()[-1] if str(e).strip() else
+                 type(e).__name__)
+
+
+def _usage_error(message: str) -> None:
+  print(f"usage error: {message}\n(see --help)", file=sys.stderr)
+  sys.exit(2)
+
+
+def _config_path(argv: list[str]) -> str | None:
+  for i, arg in enumerate(argv[1:], start=1):
+    if arg.startswith("--config="):
+      return arg.split("=", 1)[1]
+    if arg == "--config" and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+def load_config(path_and_arg: str) -> ml_collections.ConfigDict:
+  """``get_config(arg)`` of a config file given as ``path[:arg]``."""
+  path, _, arg = path_and_arg.partition(":")
+  return _config_module(path).get_config(arg or None)
+
+
+def _config_module(path: str) -> Any:
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"no config file {path!r}")
+  spec = importlib.util.spec_from_file_location("_experiment_config", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def _flatten_fields(config: Any, prefix: str = "") -> dict[str, Any]:
+  out = {}
+  for key, value in config.items():
+    if isinstance(value, ml_collections.ConfigDict):
+      out.update(_flatten_fields(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = value
+  return out
+
+
+def help_text(name: str, argv: list[str]) -> str:
+  """The binary's docstring, the harness flags, and the config's fields."""
+  main_doc = (sys.modules["__main__"].__doc__ or "").strip()
+  path = _config_path(argv) or f"experiments/configs/{name}.py"
+  lines = [main_doc, "", f"usage: python -m experiments.{name} --config"
+           f" {path.partition(':')[0]}[:smoke] [--config.FIELD=VALUE ...]"
+           " [--workdir DIR] [--overwrite]", "", "flags:"]
+  for flag in _HARNESS_FLAGS:
+    f = flags.FLAGS[flag]
+    lines.append(f"  --{flag}: {f.help} (default: {f.default!r})")
+  lines.append("  --helpfull: every absl and JAX flag as well")
+  try:
+    config = load_config(path)
+    module = _config_module(path.partition(":")[0])
+    lines += ["", f"config {path}:", "", (module.__doc__ or "").strip(), "",
+              "fields (--config.FIELD=VALUE; defaults of this config):"]
+    lines += [f"  {k} = {v!r}" for k, v in _flatten_fields(config).items()]
+  except Exception as e:  # pylint: disable=broad-except
+    lines += ["", f"(config {path} could not be loaded: {e})"]
+  return "\n".join(lines)
+
+
+def _run_main(main: MainFn, name: str, validate: ValidateFn | None,
+              argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  config = _CONFIG.value
+  if config is None:
+    raise app.UsageError("--config is required.")
+  if validate is not None:
+    try:
+      validate(config)
+    except ValueError as e:
+      _usage_error(f"invalid config: {e}")
+  _maybe_initialize_distributed()
+  logging.info(
+      "process %d of %d; %d local of %d devices: %s",
+      jax.process_index(), jax.process_count(), jax.local_device_count(),
+      jax.device_count(), jax.devices(),
+  )
+  try:
+    workdir = workdir_lib.Workdir(_WORKDIR.value or default_workdir(name),
+                                  config, name, overwrite=_OVERWRITE.value)
+  except workdir_lib.WorkdirError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  logging.info("workdir: %s", workdir.path)
+  logging.info("config (hash %s):\n%s", workdir.config_hash,
+               json.dumps(report_lib.config_dict(config)))
+  start = time.time()
+  try:
+    main(config, workdir)
+  finally:
+    workdir.close()
+  if workdir.is_writer:
+    checks = workdir.checks
+    passed = sum(c["passed"] is True for c in checks)
+    unclear = sum(c["passed"] is None for c in checks)
+    print(f"{passed}/{len(checks)} checks passed"
+          + (f" ({unclear} inconclusive)" if unclear else "")
+          + f"; wall time {time.time() - start:.0f} s; "
+          + ", ".join(workdir.report_paths), flush=True)
+
+
+def default_workdir(name: str) -> str:
+  filename = config_flags.get_config_filename(flags.FLAGS["config"])
+  arg = filename.split(":", 1)[1] if ":" in filename else ""
+  return os.path.join("runs", f"{name}_{arg}" if arg else name)
+
+
+def _maybe_initialize_distributed() -> None:
+  manual = _NUM_PROCESSES.value is not None and _NUM_PROCESSES.value > 1
+  if not (manual or _DISTRIBUTED.value):
+    return
+  # CPU processes need an explicit collectives backend; GPUs and TPUs ignore it.
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  if manual:
+    jax.distributed.initialize(
+        coordinator_address=_COORDINATOR.value,
+        num_processes=_NUM_PROCESSES.value,
+        process_id=_PROCESS_ID.value,
+    )
+  else:
+    jax.distributed.initialize()
+
+
+class _QuietLibraries(pylogging.Filter):
+  """Drops INFO chatter of orbax (every save logs dozens of lines)."""
+
+  def filter(self, record: pylogging.LogRecord) -> bool:
+    return record.levelno >= pylogging.WARNING or "orbax" not in record.pathname

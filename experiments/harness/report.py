@@ -1,0 +1,216 @@
+"""The report: checks with stable ids, result rows, and the one report writer.
+
+A report has the three blocks of an Evaluation Card (Ghosh et al., 2026):
+benchmark metadata (paper, claim, data), run data (config, seeds, versions,
+platform, our numbers, the paper's, checks, figures) and model metadata.
+"""
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+from typing import Any, Iterable, Mapping
+
+import jax
+import ml_collections
+
+PACKAGES = ("jaxpapers", "jax", "jaxlib", "flax", "optax", "chex",
+            "orbax-checkpoint", "numpy", "scikit-learn", "statsmodels", "jraph")
+VERDICTS = {True: "PASS", False: "FAIL", None: "INCONCLUSIVE"}
+
+
+def check(check_id: str, name: str, passed: bool | None, detail: str
+          ) -> dict[str, Any]:
+  """One part of a claim: ``passed`` True, False or None (inconclusive).
+
+  ``check_id`` is stable (tests and later reports refer to it); ``name``
+  and ``detail`` are for people and may change wording.
+  """
+  return {"id": check_id, "name": name,
+          "passed": None if passed is None else bool(passed), "detail": detail}
+
+
+def result(evaluation_name: str, metric: str, score: Any, *,
+           standard_error: float | None = None, num_samples: int = 1,
+           lower_is_better: bool = True) -> dict[str, Any]:
+  """One of our numbers (a mean over ``num_samples`` seeds, with its s.e.)."""
+  return {"evaluation_name": evaluation_name, "metric": metric,
+          "score": score, "standard_error": standard_error,
+          "num_samples": num_samples, "lower_is_better": lower_is_better}
+
+
+def results_of(evaluation_name: str, summary: Mapping[str, Any],
+               metrics: Iterable[str], *, num_samples: int,
+               higher_is_better: Iterable[str] = ()) -> list[dict[str, Any]]:
+  """Result rows of ``summary[metric]`` with ``summary[metric + "_se"]``."""
+  higher = set(higher_is_better)
+  return [result(evaluation_name, m, summary[m],
+                 standard_error=summary.get(m + "_se"),
+                 num_samples=num_samples, lower_is_better=m not in higher)
+          for m in metrics]
+
+
+def paper_result(evaluation_name: str, statement: str) -> dict[str, str]:
+  """What the paper reports (a number or a qualitative statement), and where."""
+  return {"evaluation_name": evaluation_name, "statement": statement}
+
+
+def config_hash(config: ml_collections.ConfigDict) -> str:
+  return hashlib.sha256(
+      config.to_json_best_effort(sort_keys=True).encode()
+  ).hexdigest()[:16]
+
+
+def config_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
+  return json.loads(config.to_json_best_effort(sort_keys=True))
+
+
+def make_report(*, name: str, config: ml_collections.ConfigDict,
+                wall_time_s: float, paper: Mapping[str, str], claim: str,
+                dataset: Mapping[str, str], model: Mapping[str, Any],
+                seeds: Iterable[int], results: list[dict[str, Any]],
+                paper_results: list[dict[str, str]],
+                checks: list[dict[str, Any]], figures: Iterable[str | None],
+                notes: Iterable[str] = (),
+                extra_run_data: Mapping[str, Any] | None = None
+                ) -> dict[str, Any]:
+  """Builds the report dict (see the module docstring for its blocks)."""
+  ids = [c["id"] for c in checks]
+  if len(set(ids)) != len(ids):
+    raise ValueError(f"check ids must be unique; got {ids}.")
+  return {
+      "schema": "jaxpapers.report/2",
+      "benchmark_metadata": {
+          "experiment": name, "paper": dict(paper), "claim": claim,
+          "dataset": dict(dataset),
+      },
+      "run_data": {
+          "config": config_dict(config),
+          "config_hash": config_hash(config),
+          "seeds": list(seeds),
+          "versions": versions(),
+          "platform": {
+              "python": platform.python_version(),
+              "machine": platform.machine(),
+              "backend": jax.default_backend(),
+              "device_kind": jax.devices()[0].device_kind,
+              "device_count": jax.device_count(),
+              "process_count": jax.process_count(),
+              "x64": bool(jax.config.jax_enable_x64),
+          },
+          "git_commit": git_commit(),
+          "wall_time_s": round(wall_time_s, 1),
+          "results": results,
+          "paper_results": paper_results,
+          "checks": checks,
+          "checks_passed": sum(c["passed"] is True for c in checks),
+          "all_checks_passed": all(c["passed"] is True for c in checks),
+          "figures": [os.path.basename(f) for f in figures if f],
+          "notes": list(notes),
+          **(extra_run_data or {}),
+      },
+      "model_metadata": dict(model),
+  }
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+  """A human-readable summary of a report dict."""
+  bench, run_data = report["benchmark_metadata"], report["run_data"]
+  paper = bench["paper"]
+  checks = run_data["checks"]
+  lines = [
+      f"# {bench['experiment']}: {paper.get('title', '')}",
+      "",
+      f"Paper: {paper.get('authors', '')}, <{paper.get('url', '')}>",
+      "",
+      f"**Claim tested.** {bench['claim']}",
+      "",
+      f"**Data.** {bench['dataset'].get('name', '')}:"
+      f" {bench['dataset'].get('provenance', '')}",
+      "",
+      f"## Checks ({run_data['checks_passed']}/{len(checks)} passed)",
+      "",
+      "| id | check | result | detail |",
+      "|---|---|---|---|",
+  ]
+  lines += [f"| `{c['id']}` | {c['name']} | {VERDICTS[c['passed']]} |"
+            f" {c['detail']} |" for c in checks]
+  lines += ["", "## Our numbers", "", "| evaluation | metric | score | s.e. | n |",
+            "|---|---|---|---|---|"]
+  lines += [f"| {r['evaluation_name']} | {r['metric']} | {fmt(r['score'])} |"
+            f" {fmt(r.get('standard_error'))} | {r.get('num_samples', '')} |"
+            for r in run_data["results"]]
+  lines += ["", "## The paper's numbers", ""]
+  lines += [f"- {r['evaluation_name']}: {r['statement']}"
+            for r in run_data["paper_results"]]
+  if run_data["figures"]:
+    lines += ["", "## Figures", ""]
+    lines += [f"![{f}]({f})" for f in run_data["figures"]]
+  if run_data["notes"]:
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in run_data["notes"]]
+  platform_ = run_data["platform"]
+  lines += [
+      "", "## Reproducibility", "",
+      f"- config hash `{run_data['config_hash']}`, seeds {run_data['seeds']},"
+      f" git `{run_data['git_commit']}`",
+      f"- {platform_['backend']} ({platform_['device_kind']}),"
+      f" {platform_['device_count']} devices, {platform_['process_count']}"
+      f" processes, wall time {run_data['wall_time_s']} s",
+      "- " + ", ".join(f"{k} {v}" for k, v in run_data["versions"].items()),
+      "",
+  ]
+  return "\n".join(lines)
+
+
+def versions() -> dict[str, str]:
+  out = {}
+  for package in PACKAGES:
+    try:
+      out[package] = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+      pass
+  return out
+
+
+def git_commit() -> str:
+  """The short commit of the checkout, with ``+dirty`` when tracked files differ from it."""
+  def git(*args):
+    return subprocess.run(
+        ["git", *args], capture_output=True, text=True, check=True,
+        timeout=10, cwd=os.path.dirname(os.path.abspath(__file__)),
+    ).stdout.strip()
+
+  try:
+    commit = git("rev-parse", "--short", "HEAD")
+    changed = git("status", "--porcelain", "--untracked-files=no")
+  except (OSError, subprocess.SubprocessError):
+    return "unknown"
+  return commit + ("+dirty" if changed else "")
+
+
+def fmt(value: Any) -> str:
+  if value is None:
+    return ""
+  if isinstance(value, float):
+    return f"{value:.4g}"
+  return str(value)
+
+
+class StaticConfig:
+  """A ConfigDict as a hashable static ``jit`` argument (keyed by its JSON).
+
+  ``jax.jit(fn, static_argnames="config")`` then compiles once per distinct
+  config; read the fields through ``.value``.
+  """
+
+  def __init__(self, value: ml_collections.ConfigDict):
+    self.value = value
+    self._key = value.to_json_best_effort(sort_keys=True)
+
+  def __hash__(self):
+    return hash(self._key)
+
+  def __eq__(self, other):
+    return isinstance(other, StaticConfig) and self._key == other._key

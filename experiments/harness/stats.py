@@ -1,0 +1,74 @@
+"""Summaries over seeds and timing comparisons: the one copy every binary uses."""
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+
+def mean_se(values: Iterable[float | None]) -> tuple[float | None, float | None]:
+  """Mean and standard error (``std(ddof=1) / sqrt(n)``) of the non-None values.
+
+  ``(None, None)`` for no values; the standard error is None for one value.
+  """
+  array = np.asarray([v for v in values if v is not None], np.float64)
+  if array.size == 0:
+    return None, None
+  se = (float(array.std(ddof=1) / np.sqrt(array.size)) if array.size > 1
+        else None)
+  return float(array.mean()), se
+
+
+def mean_se_curve(curves: Sequence[Sequence[float]]
+                  ) -> tuple[list[float], list[float] | None]:
+  """Pointwise mean and standard error of equally long curves (one per seed)."""
+  array = np.asarray(curves, np.float64)
+  se = (array.std(0, ddof=1) / np.sqrt(len(array))).tolist() \
+      if len(array) > 1 else None
+  return array.mean(0).tolist(), se
+
+
+def over_seeds(per_seed: Sequence[Mapping[str, Any]],
+               keys: Iterable[str] | None = None) -> dict[str, Any]:
+  """One summary from per-seed summaries: ``key`` (mean) and ``key + "_se"``.
+
+  ``keys`` (default: every numeric field) are averaged; booleans become
+  "any seed" (e.g. ``diverged``) unless named in ``keys``; every other field
+  is taken from the first seed (the run's description).
+  """
+  out = dict(per_seed[0])
+  numeric = [k for k, v in per_seed[0].items()
+             if isinstance(v, (int, float)) and not isinstance(v, bool)]
+  for key in (numeric if keys is None else keys):
+    out[key], out[key + "_se"] = mean_se([s[key] for s in per_seed])
+  for key, value in per_seed[0].items():
+    if isinstance(value, bool):
+      out[key] = any(s[key] for s in per_seed)
+  return out
+
+
+def paired_ratio(seconds_a: Sequence[float], seconds_b: Sequence[float]
+                 ) -> dict[str, float]:
+  """Median and spread of ``a_i / b_i`` over rounds timed alternately.
+
+  Returns ``ratio`` (median of the per-round ratios), ``low`` and ``high``
+  (their 10th and 90th percentiles) and ``rounds``.
+  Timing ``a`` and ``b`` in alternation exposes both to the same machine
+  load, so each round's ratio is far less noisy than either time.
+  """
+  ratios = np.asarray(seconds_a, np.float64) / np.asarray(seconds_b, np.float64)
+  return {"ratio": float(np.median(ratios)),
+          "low": float(np.quantile(ratios, 0.1)),
+          "high": float(np.quantile(ratios, 0.9)), "rounds": int(ratios.size)}
+
+
+def at_most(ratio: Mapping[str, float], bound: float) -> bool | None:
+  """``ratio <= bound``: True/False when the whole spread agrees, else None.
+
+  None means inconclusive: the bound lies inside the measured spread, so
+  machine noise alone could flip the verdict.
+  """
+  if ratio["high"] <= bound:
+    return True
+  if ratio["low"] > bound:
+    return False
+  return None

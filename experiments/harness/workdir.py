@@ -1,0 +1,437 @@
+"""The workdir of one experiment: config record, lock, runs, stages, report.
+
+What a workdir reports is what its config computed:
+
+* ``config.json`` records the resolved config; a rerun with a different
+  config is refused (with the differing fields) unless it discards the old
+  results (``overwrite=True``, the ``--overwrite`` flag);
+* one run per workdir: ``.lock`` is held (``flock``) for the run's life; a
+  second run is refused naming the holder, and a lock left by a killed
+  process is recognised (the kernel released it) and taken over;
+* every checkpoint step carries a digest, checked on restore
+  (:mod:`experiments.checkpointing`); metrics are JSONL records whose torn
+  trailing line is dropped with a warning, and a run resumes only from a
+  checkpoint step that has its metrics record (else from an older step, or
+  from scratch), so metrics never hold records past the restored step;
+* cached evaluation stages are JSON files with the config hash and a digest.
+"""
+
+import datetime
+import fcntl
+import hashlib
+import json
+import math
+import os
+import shutil
+import socket
+import time
+from typing import Any, Callable, NamedTuple
+
+from absl import logging
+import jax
+import ml_collections
+
+from experiments import checkpointing
+from experiments.harness import report as report_lib
+
+
+class WorkdirError(RuntimeError):
+  """A workdir that this run must not write into (in use, another config)."""
+
+
+class Chunk(NamedTuple):
+  """What a chunk function returns to :meth:`Workdir.train`.
+
+  ``metrics`` is the record at ``step`` (a dict) or a list of
+  ``(step, record)`` pairs; ``stop`` ends the run early (diverged,
+  converged): its last state is saved and a rerun does not continue it.
+  """
+
+  state: Any
+  step: int
+  metrics: dict[str, Any] | list[tuple[int, dict[str, Any]]]
+  stop: bool = False
+
+
+class TrainResult(NamedTuple):
+  state: Any  # the final state (restored when the run had finished before)
+  records: list[dict[str, Any]]  # every metrics record of the run
+
+
+class MetricWriter:
+  """One JSON object per line, written (and flushed to disk) by process 0 only."""
+
+  def __init__(self, path: str, *, enabled: bool):
+    self.path = path
+    self.enabled = enabled
+    if enabled:
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+
+  def write(self, step: int, **scalars: Any) -> None:
+    if not self.enabled:
+      return
+    record = {"step": int(step)}
+    record.update({k: to_python(v) for k, v in scalars.items()})
+    with open(self.path, "a") as f:
+      f.write(json.dumps(record) + "\n")
+      f.flush()
+      # A record must be on disk before the checkpoint that follows it, or a
+      # kill between the two could lose a step that resume will not redo.
+      os.fsync(f.fileno())
+
+  def read(self) -> list[dict[str, Any]]:
+    """The records; a torn last line (a kill during a write) is dropped."""
+    if not os.path.exists(self.path):
+      return []
+    with open(self.path) as f:
+      lines = [line for line in f.read().split("\n") if line.strip()]
+    records = []
+    for i, line in enumerate(lines):
+      try:
+        records.append(json.loads(line))
+      except json.JSONDecodeError:
+        if i != len(lines) - 1:
+          raise WorkdirError(
+              f"{self.path} line {i + 1} is not JSON (damaged in the middle,"
+              " not a torn last record); rerun with --overwrite.") from None
+        logging.warning("%s: dropped a torn last record (%d bytes).",
+                        self.path, len(line))
+    return records
+
+  def truncate_after(self, step: int) -> None:
+    """Drops records past ``step`` (and a torn last line)."""
+    if not self.enabled:
+      return
+    kept = [r for r in self.read() if r["step"] <= step]
+    tmp = self.path + ".tmp"
+    with open(tmp, "w") as f:
+      f.writelines(json.dumps(r) + "\n" for r in kept)
+    os.replace(tmp, self.path)
+
+
+class Workdir:
+  """The output directory of one experiment and everything written into it.
+
+  Construct it only after the config has loaded and validated: it takes the
+  lock, checks the recorded config and (re)writes ``config.json``.
+  """
+
+  def __init__(self, path: str, config: ml_collections.ConfigDict, name: str,
+               *, overwrite: bool = False):
+    self.path = os.path.abspath(path)
+    self.config = config
+    self.name = name
+    self.config_hash = report_lib.config_hash(config)
+    self.is_writer = jax.process_index() == 0
+    self.started = time.time()
+    self.report_paths: list[str] = []
+    self.checks: list[dict[str, Any]] = []
+    self._lock_file = None
+    self._job = _JobProgress()
+    if self.is_writer:
+      os.makedirs(self.path, exist_ok=True)
+      self._lock()
+      self._check_recorded_config(overwrite)
+
+  # ------------------------------------------------------------ integrity --
+
+  def _lock(self) -> None:
+    path = os.path.join(self.path, ".lock")
+    lock_file = open(path, "a+")  # pylint: disable=consider-using-with
+    try:
+      fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      lock_file.seek(0)
+      holder = lock_file.read().strip() or "another process"
+      lock_file.close()
+      raise WorkdirError(
+          f"workdir {self.path} is in use by {holder}; wait for that run to"
+          " end, or pass another --workdir.") from None
+    lock_file.seek(0)
+    stale = lock_file.read().strip()
+    if stale:
+      logging.warning("took over the lock of a run that did not end cleanly"
+                      " (%s).", stale)
+    lock_file.seek(0)
+    lock_file.truncate()
+    lock_file.write(f"pid {os.getpid()} on {socket.gethostname()}, started"
+                    f" {datetime.datetime.now().isoformat(timespec='seconds')}")
+    lock_file.flush()
+    self._lock_file = lock_file
+
+  def _check_recorded_config(self, overwrite: bool) -> None:
+    path = os.path.join(self.path, "config.json")
+    contents = [e for e in os.listdir(self.path) if e != ".lock"]
+    new = report_lib.config_dict(self.config)
+    if contents and not overwrite:
+      try:
+        with open(path) as f:
+          old = json.load(f)
+      except (OSError, ValueError):
+        raise WorkdirError(
+            f"workdir {self.path} holds results but no readable config.json,"
+            " so nothing there can be trusted to match this config; pass"
+            " another --workdir, or --overwrite to discard them.") from None
+      differences = config_differences(old, new)
+      if differences:
+        raise WorkdirError(
+            f"workdir {self.path} holds results of a different config:\n  "
+            + "\n  ".join(differences)
+            + "\nNothing is resumed across configs: pass another --workdir,"
+            " or --overwrite to discard the old results.")
+    elif contents:
+      logging.warning("--overwrite: discarding %s", ", ".join(sorted(contents)))
+      for entry in contents:
+        target = os.path.join(self.path, entry)
+        if os.path.isdir(target):
+          shutil.rmtree(target)
+        else:
+          os.remove(target)
+    write_json_atomic(path, new, indent=2, sort_keys=True)
+
+  def close(self) -> None:
+    """Releases the lock (a killed process releases it by dying)."""
+    if self._lock_file is not None:
+      self._lock_file.seek(0)
+      self._lock_file.truncate()
+      fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+      self._lock_file.close()
+      self._lock_file = None
+
+  # ----------------------------------------------------------------- runs --
+
+  def plan(self, num_runs: int) -> None:
+    """Declares how many runs (``train`` and ``stage`` calls) the job has."""
+    self._job.total = num_runs
+
+  def metrics(self, run: str) -> MetricWriter:
+    return MetricWriter(os.path.join(self.path, "metrics", f"{run}.jsonl"),
+                        enabled=self.is_writer)
+
+  def checkpointer(self, run: str) -> checkpointing.Checkpointer:
+    return checkpointing.Checkpointer(
+        os.path.join(self.path, "checkpoints", run),
+        config_hash=self.config_hash)
+
+  def train(self, run: str, init_state: Any,
+            chunk: Callable[[Any, int], Chunk], *, num_steps: int,
+            checkpoint_every: int,
+            initial: Callable[[Any], tuple[Any, dict[str, Any]]] | None = None,
+            ) -> TrainResult:
+    """Runs (or resumes, or returns the finished) training run ``run``.
+
+    ``chunk(state, step)`` advances the state from ``step`` and returns a
+    :class:`Chunk`; the loop writes its metrics, saves a checkpoint at
+    multiples of ``checkpoint_every``, at ``num_steps`` and at a stop, and
+    logs progress. ``initial(state) -> (state, record)``, if given, measures
+    the fresh state: its record is step 0's, its state checkpoint 0. On resume the state
+    is restored (digest-checked) into the abstract shape of ``init_state``
+    from the newest good checkpoint that has its metrics record.
+    """
+    metrics, ckpt = self.metrics(run), self.checkpointer(run)
+    steps_with_record = {r["step"] for r in metrics.read()}
+    restored = ckpt.restore_verified(
+        checkpointing.abstract_like(init_state),
+        acceptable=steps_with_record.__contains__)
+    if restored is None:
+      if steps_with_record:
+        logging.warning("[%s] metrics without a usable checkpoint: the run"
+                        " starts over.", run)
+      metrics.truncate_after(-1)
+      state, step, finished = init_state, 0, False
+      if initial is not None:
+        state, record = initial(state)
+        metrics.write(0, **record)
+        ckpt.save(0, state)
+    else:
+      state, step, finished = restored
+      metrics.truncate_after(step)
+      logging.info("[%s] resumed at step %d%s", run, step,
+                   " (finished)" if finished or step >= num_steps else "")
+    progress = self._job.start_run(run, step, num_steps)
+    while not finished and step < num_steps:
+      out = chunk(state, step)
+      state, step = out.state, int(out.step)
+      records = (out.metrics if isinstance(out.metrics, list)
+                 else [(step, out.metrics)])
+      for record_step, record in records:
+        metrics.write(record_step, **record)
+      finished = out.stop or step >= num_steps
+      if step % checkpoint_every == 0 or finished:
+        ckpt.save(step, state, finished=finished)
+      progress.update(step, records[-1][1] if records else {})
+    ckpt.close()
+    return TrainResult(state, metrics.read())
+
+  def stage(self, name: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``'s JSON value, cached in ``stages/<name>.json``.
+
+    The cache holds the config hash and a digest of the value; a damaged,
+    torn or foreign file is reported and recomputed. Fresh and cached calls
+    return the same JSON round-tripped value.
+    """
+    path = os.path.join(self.path, "stages", f"{name}.json")
+    self._job.start_run(name, 0, 1)
+    cached = _read_stage(path, self.config_hash)
+    if cached is not None:
+        return cached[0]
+    value = json.loads(json.dumps(compute(), default=to_python))
+    if self.is_writer:
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      write_json_atomic(path, {"config_hash": self.config_hash,
+                               "digest": _value_digest(value), "value": value})
+    return value
+
+  # --------------------------------------------------------------- output --
+
+  def save_figure(self, fig: Any, name: str) -> str | None:
+    """Saves a matplotlib figure as ``<workdir>/<name>.png`` (process 0)."""
+    path = os.path.join(self.path, f"{name}.png")
+    if self.is_writer:
+      fig.savefig(path, dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+    plt.close(fig)
+    return path if self.is_writer else None
+
+  def write_report(self, *, markdown_appendix: str = "",
+                   **report_fields: Any) -> dict[str, Any]:
+    """Builds (:func:`report.make_report`) and writes ``report.json`` and ``report.md``.
+
+    ``markdown_appendix`` (e.g. an experiment-specific table) is added at the
+    end of ``report.md``. Only process 0 writes; every process gets the dict.
+    """
+    report = report_lib.make_report(
+        name=self.name, config=self.config,
+        wall_time_s=time.time() - self.started, **report_fields)
+    self.checks = report["run_data"]["checks"]
+    if not self.is_writer:
+      return report
+    write_json_atomic(os.path.join(self.path, "report.json"), report, indent=2)
+    with open(os.path.join(self.path, "report.md"), "w") as f:
+      f.write(report_lib.render_markdown(report))
+      if markdown_appendix:
+        f.write("\n" + markdown_appendix)
+    for c in self.checks:
+      logging.info("%s %s [%s]: %s", report_lib.VERDICTS[c["passed"]],
+                   c["name"], c["id"], c["detail"])
+    self.report_paths = [os.path.join(self.path, "report.md")] + [
+        os.path.join(self.path, f) for f in report["run_data"]["figures"]]
+    return report
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+  """``field: old -> new`` for every dotted field that differs."""
+  flat_old, flat_new = _flatten(old), _flatten(new)
+  out = []
+  for key in sorted(set(flat_old) | set(flat_new)):
+    a, b = flat_old.get(key, "<absent>"), flat_new.get(key, "<absent>")
+    if a != b:
+      out.append(f"{key}: {json.dumps(a)} -> {json.dumps(b)}")
+  return out
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+  if not isinstance(tree, dict):
+    return {prefix: tree}
+  out = {}
+  for key, value in tree.items():
+    out.update(_flatten(value, f"{prefix}{key}."
+                        if isinstance(value, dict) else f"{prefix}{key}"))
+  return out
+
+
+def _value_digest(value: Any) -> str:
+  return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def _read_stage(path: str, config_hash: str) -> tuple[Any] | None:
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path) as f:
+      stored = json.load(f)
+    problem = (
+        "made by another config" if stored["config_hash"] != config_hash else
+        "damaged (digest mismatch)"
+        if stored["digest"] != _value_digest(stored["value"]) else None)
+  except (OSError, ValueError, KeyError, TypeError):
+    problem = "unreadable (torn or damaged)"
+  if problem is None:
+    return (stored["value"],)
+  logging.warning("stage %s is %s: computing it again.", path, problem)
+  return None
+
+
+def write_json_atomic(path: str, value: Any, **dump_kwargs: Any) -> None:
+  """Writes JSON through a temporary file, so a reader never sees half of it."""
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(value, f, default=to_python, **dump_kwargs)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
+def to_python(value: Any) -> Any:
+  if hasattr(value, "tolist"):
+    return value.tolist()
+  raise TypeError(f"cannot write {type(value).__name__} as JSON.")
+
+
+class _JobProgress:
+  """Run i of n and an ETA for the whole job, from the work done in this process."""
+
+  def __init__(self):
+    self.total: int | None = None
+    self.index = 0
+    self.work_s = 0.0  # seconds spent computing (runs resumed as done: 0)
+    self.work_done = 0.0  # runs (fractions) computed in this process
+
+  def start_run(self, label: str, step: int, num_steps: int) -> "_RunProgress":
+    self.index += 1
+    return _RunProgress(self, label, step, num_steps)
+
+  def eta(self, runs_done: float) -> str:
+    if self.total is None or self.work_done <= 0:
+      return "?"
+    remaining = max(self.total - runs_done, 0.0)
+    return _duration(remaining * self.work_s / self.work_done)
+
+
+class _RunProgress:
+  """Logs ``run i/n, step/total, steps/s, ETA`` at most every ``every_seconds``."""
+
+  def __init__(self, job: _JobProgress, label: str, start_step: int,
+               total_steps: int, every_seconds: float = 10.0):
+    self.job, self.label = job, label
+    self.total_steps = max(total_steps, 1)
+    self.every_seconds = every_seconds
+    self._t0, self._s0 = time.monotonic(), start_step
+    self._last_t, self._last_s = self._t0, start_step
+    self._last_log = -float("inf")
+
+  def update(self, step: int, record: dict[str, Any]) -> None:
+    now = time.monotonic()
+    self.job.work_s += now - self._last_t
+    self.job.work_done += (step - self._last_s) / self.total_steps
+    self._last_t, self._last_s = now, step
+    if now - self._last_log < self.every_seconds and step < self.total_steps:
+      return
+    self._last_log = now
+    rate = (step - self._s0) / max(now - self._t0, 1e-9)
+    eta = ((self.total_steps - step) / rate) if rate > 0 else math.inf
+    of = f"/{self.job.total}" if self.job.total else ""
+    shown = " ".join(f"{k}={report_lib.fmt(v)}" for k, v in record.items()
+                     if isinstance(v, (int, float)) and not isinstance(v, bool)
+                     )[:120]
+    logging.info(
+        "run %d%s [%s] step %d/%d (%.0f%%) %.1f steps/s, ETA run %s, job %s %s",
+        self.job.index, of, self.label, step, self.total_steps,
+        100 * step / self.total_steps, rate, _duration(eta),
+        self.job.eta(self.job.index - 1 + step / self.total_steps), shown)
+
+
+def _duration(seconds: float) -> str:
+  if not math.isfinite(seconds):
+    return "?"
+  return str(datetime.timedelta(seconds=round(seconds)))

@@ -1,0 +1,73 @@
+"""Wall time and compiled memory of jitted calls: the one copy benchmarks and experiments share.
+
+Timings on a shared machine are noisy; compare two functions by
+:func:`alternating_seconds` (rounds that time each side in turn, so load
+changes hit both) and take ratios per round, never single timings.
+"""
+
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+
+
+def time_jitted(fn: Callable[..., Any], *args: Any, repeats: int = 7,
+                number: int = 1) -> float:
+  """Seconds per call of ``fn(*args)``: compiled first, then the best of ``repeats``.
+
+  Each repeat runs ``number`` back-to-back calls and blocks on the last
+  result; the minimum over repeats is the least noisy estimate on a shared
+  machine.
+
+  Raises:
+    ValueError: if ``repeats`` or ``number`` is below 1.
+  """
+  if repeats < 1 or number < 1:
+    raise ValueError(f"repeats and number must be >= 1; got {repeats}, {number}.")
+  jax.block_until_ready(fn(*args))
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    for _ in range(number):
+      out = fn(*args)
+    jax.block_until_ready(out)
+    best = min(best, (time.perf_counter() - start) / number)
+  return best
+
+
+def alternating_seconds(
+    calls: Mapping[str, tuple[Callable[..., Any], Sequence[Any]]], *,
+    rounds: int, repeats: int = 3, number: int = 1,
+) -> dict[str, list[float]]:
+  """Per-round seconds per call of each ``name: (fn, args)``, timed in turn.
+
+  Every round times every side once (:func:`time_jitted` with ``repeats``
+  and ``number``), so the ratio of two sides within a round compares them
+  under the same load; ``result[name][i]`` is round ``i``.
+
+  Example::
+
+    secs = alternating_seconds({"a": (f, (x,)), "b": (g, (x,))}, rounds=9)
+    ratios = [a / b for a, b in zip(secs["a"], secs["b"])]
+  """
+  if rounds < 1:
+    raise ValueError(f"rounds must be >= 1; got {rounds}.")
+  out = {name: [] for name in calls}
+  for _ in range(rounds):
+    for name, (fn, args) in calls.items():
+      out[name].append(time_jitted(fn, *args, repeats=repeats, number=number))
+  return out
+
+
+def compiled_footprint(compiled: Any) -> dict[str, int]:
+  """XLA's compiled memory of a call: arguments + outputs - aliased + temporaries.
+
+  ``compiled`` is ``jax.jit(f).lower(*args).compile()``; ``-1`` entries mean
+  the backend gives no memory analysis.
+  """
+  stats = compiled.memory_analysis()
+  if stats is None:
+    return {"peak_bytes": -1, "temp_bytes": -1}
+  peak = (stats.argument_size_in_bytes + stats.output_size_in_bytes
+          - stats.alias_size_in_bytes + stats.temp_size_in_bytes)
+  return {"peak_bytes": int(peak), "temp_bytes": int(stats.temp_size_in_bytes)}
