@@ -13,8 +13,6 @@ no vmap over seeds), so the numbers are those of ``experiments.rollout``.
 Run: ``python -m benchmarks.rollout``.
 """
 
-from flax import nnx
-import jax
 import jax.numpy as jnp
 
 from jaxpapers import profiling
@@ -29,13 +27,7 @@ ROUNDS = 5
 
 def _training_chunk(group, task, config):
   """The experiment's jitted chunk of training steps and its arguments."""
-  init_keys, data_keys = rollout._keys(group.seeds)  # pylint: disable=protected-access
-  make = lambda key: rollout.make_model(group.model, task, config,
-                                        nnx.Rngs(params=key))
-  graphdef = nnx.graphdef(nnx.eval_shape(lambda: make(init_keys[0])))
-  params = jax.vmap(lambda key: nnx.state(make(key), nnx.Param))(init_keys)
-  opt_state = jax.vmap(rollout._optimizer(config).init)(params)  # pylint: disable=protected-access
-  state = rollout.TrainState(jnp.int32(0), params, opt_state)
+  graphdef, state, data_keys = rollout.init_group(group, task, config)
   chunk = rollout.make_train_chunk(group, graphdef, config)
   windows = tuple(jnp.asarray(x) for x in task.train)
   return chunk, (state, jnp.asarray(group.lams, jnp.float32), data_keys,

@@ -9,10 +9,12 @@ baselines with several seeds. Validation loss is measured at the anchor
 (``ema_nesterov_eval_params``), the slow weights (lookahead) or x
 (schedule-free), in bits per byte.
 
-The report checks the paper's claim: EMA-Nesterov on top of a base optimizer
-lowers the loss, reaches the base's final loss in fewer steps (about 6% at
-GPT-2-small scale in modded-nanogpt), and beats short- and multi-step
-lookahead.
+The report checks the claim of Yau et al., "EMA-Nesterov" (arXiv 2605.25395,
+abstract): EMA-Nesterov on top of a base optimizer lowers the loss, reaches
+the base's final loss in fewer steps (about 6% at GPT-2-small scale in
+modded-nanogpt, KellerJordan/modded-nanogpt#308), and beats short- and
+multi-step lookahead. The CPU-scale protocol is ours: see
+``docs/ema_nesterov.md``.
 """
 
 import dataclasses
@@ -43,67 +45,55 @@ CLAIM = (
     " fewer steps, and it beats short-horizon (gamma=0) and multi-step"
     " (lookahead) lookahead."
 )
+PAPER_RESULTS = [
+    harness.paper_result(
+        "LM pre-training (abstract)",
+        "EMA-Nesterov consistently improves Adam, SOAP and Muon and beats"
+        " short- and multi-step lookahead; the paper's tables were not"
+        " available to us."),
+    harness.paper_result(
+        "modded-nanogpt record #39 (GPT-2 small, Muon)",
+        "3325 -> 3125 steps to 3.28 validation loss (about 6% fewer; gamma"
+        " 0.99, beta 0.6 lr/max_lr, n = 20)."),
+    harness.paper_result(
+        "modded-nanogpt record #40",
+        "2930 -> 2890 steps (gamma 0.99, beta 0.3 lr/max_lr, n = 16)."),
+]
 BASES = ("adamw", "muon")
 METHODS = ("adamw", "adamw+ema", "muon", "muon+ema", "lookahead",
            "schedule_free")
+# Averaged over seeds (mean and s.e.) in the summary of each method.
+SUMMARY_KEYS = ("final_bpb", "final_minus_reference", "steps_ratio",
+                "final_bpb_at_gradient_point")
 BITS_PER_NAT = 1 / math.log(2)
 
 
-@dataclasses.dataclass(frozen=True)
-class Setup:
-  """The static part of the config (hashable: keys the jit caches)."""
+class Phases(NamedTuple):
+  """Step boundaries of every run, from the config's fractions of num_steps."""
 
-  model: models.TransformerConfig
-  batch_size: int
-  length: int
-  num_steps: int
-  warmup_steps: int
-  decay_start: int
-  eval_every: int
-  adamw_lr: float
-  adamw_b1: float
-  adamw_b2: float
-  muon_lr: float
-  muon_beta: float
-  sync_period: int
-  slow_step_size: float
-  ema_on: int
+  warmup: int  # linear LR warm-up length (schedule-free's warm-up too)
+  decay_start: int  # linear decay to 0 from here to num_steps
+  ema_on: int  # EMA-Nesterov looks ahead on steps [ema_on, ema_rest)
   ema_rest: int
-  m_init: str
-
-  @classmethod
-  def from_config(cls, config: ml_collections.ConfigDict) -> "Setup":
-    n = config.num_steps
-    if n % config.eval_every or config.checkpoint_every % config.eval_every:
-      raise ValueError(
-          f"num_steps={n} and checkpoint_every={config.checkpoint_every} must"
-          f" be multiples of eval_every={config.eval_every}.")
-    return cls(
-        model=models.TransformerConfig(
-            max_len=config.model.length, d_model=config.model.d_model,
-            num_heads=config.model.num_heads,
-            num_layers=config.model.num_layers, d_ff=config.model.d_ff),
-        batch_size=config.batch_size, length=config.model.length,
-        num_steps=n, warmup_steps=max(1, round(config.warmup_fraction * n)),
-        decay_start=n - round(config.decay_fraction * n),
-        eval_every=config.eval_every,
-        adamw_lr=config.adamw.learning_rate, adamw_b1=config.adamw.b1,
-        adamw_b2=config.adamw.b2, muon_lr=config.muon.learning_rate,
-        muon_beta=config.muon.beta, sync_period=config.lookahead.sync_period,
-        slow_step_size=config.lookahead.slow_step_size,
-        ema_on=round(config.ema.on_fraction * n),
-        ema_rest=round(config.ema.rest_fraction * n),
-        m_init=config.ema.m_init,
-    )
 
 
-def wsd_schedule(peak: float, setup: Setup) -> optax.Schedule:
+def phases(config: ml_collections.ConfigDict) -> Phases:
+  n = config.num_steps
+  return Phases(warmup=max(1, round(config.warmup_fraction * n)),
+                decay_start=n - round(config.decay_fraction * n),
+                ema_on=round(config.ema.on_fraction * n),
+                ema_rest=round(config.ema.rest_fraction * n))
+
+
+def wsd_schedule(peak: float, config: ml_collections.ConfigDict
+                 ) -> optax.Schedule:
   """Warmup-stable-decay: linear warm-up, constant, linear decay to 0 at the end."""
+  n, p = config.num_steps, phases(config)
 
   def schedule(step):
     t = jnp.asarray(step).astype(jnp.float32)
-    warm = (t + 1) / setup.warmup_steps
-    decay = (setup.num_steps - t) / (setup.num_steps - setup.decay_start)
+    warm = (t + 1) / p.warmup
+    decay = (n - t) / (n - p.decay_start)
     return peak * jnp.clip(jnp.minimum(warm, decay), 0.0, 1.0)
 
   return schedule
@@ -120,78 +110,83 @@ def _muon_dimension_numbers(params):
 
 class Method(NamedTuple):
   tx: optax.GradientTransformation
-  wrap_params: Any  # params -> what the optimizer holds
-  gradient_point: Any  # held -> params the gradient is taken at
-  eval_params: Any  # (held, opt_state) -> params to validate
+  eval_params: Any = lambda p, s: p  # (held, opt_state) -> params to validate
+  wrap_params: Any = lambda p: p  # params -> what the optimizer holds
+  gradient_point: Any = lambda p: p  # held -> params the gradient is taken at
 
 
-def build_method(name: str, setup: Setup, beta, gamma) -> Method:
+def build_method(name: str, config: ml_collections.ConfigDict, beta, gamma
+                 ) -> Method:
   """The optimizer of ``name``; beta, gamma may be traced (shared compiles)."""
-  adamw = optax.adamw(wsd_schedule(setup.adamw_lr, setup), b1=setup.adamw_b1,
-                      b2=setup.adamw_b2, weight_decay=0.0)
-  identity = lambda p: p
-  if name in ("adamw", "adamw+ema"):
-    tx = adamw
-  elif name in ("muon", "muon+ema"):
-    tx = optax.contrib.muon(
-        wsd_schedule(setup.muon_lr, setup), beta=setup.muon_beta,
-        adam_learning_rate=wsd_schedule(setup.adamw_lr, setup),
-        adam_b1=setup.adamw_b1, adam_b2=setup.adamw_b2,
-        muon_weight_dimension_numbers=_muon_dimension_numbers)
-  elif name == "lookahead":
-    return Method(
-        optax.lookahead(adamw, setup.sync_period, setup.slow_step_size),
-        optax.LookaheadParams.init_synced, lambda p: p.fast,
-        lambda p, s: p.slow)
-  elif name == "schedule_free":
-    tx = optax.contrib.schedule_free_adamw(
-        setup.adamw_lr, warmup_steps=setup.warmup_steps, b1=setup.adamw_b1,
-        b2=setup.adamw_b2, weight_decay=0.0)
-    return Method(tx, identity, identity,
-                  lambda p, s: optax.contrib.schedule_free_eval_params(s, p))
-  else:
+  if name not in METHODS:
     raise ValueError(f"unknown method {name!r}; expected one of {METHODS}.")
-  if name.endswith("+ema"):
-    tx = optim.ema_nesterov(
-        tx, beta_max=beta, gamma=gamma, lr_ratio=wsd_schedule(1.0, setup),
-        warmup_steps=setup.ema_on, rest_start=setup.ema_rest,
-        m_init=setup.m_init)
-    return Method(tx, identity, identity, optim.ema_nesterov_eval_params)
-  return Method(tx, identity, identity, lambda p, s: p)
+  adamw_lr, b1, b2 = (config.adamw.learning_rate, config.adamw.b1,
+                      config.adamw.b2)
+  adamw = optax.adamw(wsd_schedule(adamw_lr, config), b1=b1, b2=b2,
+                      weight_decay=0.0)
+  if name == "lookahead":
+    return Method(optax.lookahead(adamw, config.lookahead.sync_period,
+                                  config.lookahead.slow_step_size),
+                  lambda p, s: p.slow, optax.LookaheadParams.init_synced,
+                  lambda p: p.fast)
+  if name == "schedule_free":
+    return Method(
+        optax.contrib.schedule_free_adamw(
+            adamw_lr, warmup_steps=phases(config).warmup, b1=b1, b2=b2,
+            weight_decay=0.0),
+        lambda p, s: optax.contrib.schedule_free_eval_params(s, p))
+  tx = adamw if name.startswith("adamw") else optax.contrib.muon(
+      wsd_schedule(config.muon.learning_rate, config), beta=config.muon.beta,
+      adam_learning_rate=wsd_schedule(adamw_lr, config), adam_b1=b1,
+      adam_b2=b2, muon_weight_dimension_numbers=_muon_dimension_numbers)
+  if not name.endswith("+ema"):
+    return Method(tx)
+  p = phases(config)
+  return Method(
+      optim.ema_nesterov(tx, beta_max=beta, gamma=gamma,
+                         lr_ratio=wsd_schedule(1.0, config),
+                         warmup_steps=p.ema_on, rest_start=p.ema_rest,
+                         m_init=config.ema.m_init),
+      optim.ema_nesterov_eval_params)
 
 
 @functools.lru_cache(maxsize=None)
-def _model(config: models.TransformerConfig) -> lm.LanguageModel:
-  return lm.LanguageModel(config)
+def _model(config: harness.StaticConfig) -> lm.LanguageModel:
+  m = config.value.model
+  return lm.LanguageModel(models.TransformerConfig(
+      max_len=m.length, d_model=m.d_model, num_heads=m.num_heads,
+      num_layers=m.num_layers, d_ff=m.d_ff))
 
 
-@functools.partial(jax.jit, static_argnames=("name", "setup"))
+@functools.partial(jax.jit, static_argnames=("name", "config"))
 def _train_chunk(opt_params, opt_state, beta, gamma, tokens, data_key,
-                 first_step, *, name: str, setup: Setup):
-  method = build_method(name, setup, beta, gamma)
+                 first_step, *, name: str, config: harness.StaticConfig):
+  c = config.value
+  method = build_method(name, c, beta, gamma)
   params, state, loss, _ = lm.train_chunk(
-      _model(setup.model).loss, method.tx, opt_params, opt_state, tokens,
-      data_key, first_step, num_steps=setup.eval_every,
-      batch_size=setup.batch_size, length=setup.length,
+      _model(config).loss, method.tx, opt_params, opt_state, tokens,
+      data_key, first_step, num_steps=c.eval_every,
+      batch_size=c.batch_size, length=c.model.length,
       gradient_point=method.gradient_point)
   return params, state, loss
 
 
-@functools.partial(jax.jit, static_argnames=("name", "setup"))
-def _evaluation_points(opt_params, opt_state, *, name: str, setup: Setup):
+@functools.partial(jax.jit, static_argnames=("name", "config"))
+def _evaluation_points(opt_params, opt_state, *, name: str,
+                       config: harness.StaticConfig):
   """The params to validate and the params the gradient is taken at."""
-  method = build_method(name, setup, 0.0, 0.0)
+  method = build_method(name, config.value, 0.0, 0.0)
   return (method.eval_params(opt_params, opt_state),
           method.gradient_point(opt_params))
 
 
-@functools.partial(jax.jit, static_argnames="setup")
-def _valid_loss(params, windows, *, setup: Setup):
-  return lm.mean_loss(_model(setup.model), params, windows, setup.batch_size)
+@functools.partial(jax.jit, static_argnames="config")
+def _valid_loss(params, windows, *, config: harness.StaticConfig):
+  return lm.mean_loss(_model(config), params, windows,
+                      config.value.batch_size)
 
 
 class TrainState(NamedTuple):
-  step: jax.Array
   opt_params: Any
   opt_state: Any
 
@@ -201,55 +196,44 @@ def run_name(name: str, seed: int, beta: float = 0.0, gamma: float = 0.0) -> str
   return f"{name}{suffix}_seed{seed}"
 
 
-def train_run(setup: Setup, workdir: harness.Workdir, corpus, name: str,
-              seed: int, beta: float = 0.0, gamma: float = 0.0):
+def train_run(config: ml_collections.ConfigDict, workdir: harness.Workdir,
+              data, name: str, seed: int, beta: float = 0.0,
+              gamma: float = 0.0) -> list[dict[str, Any]]:
   """Trains (or resumes) one run; returns its metric records."""
   label = run_name(name, seed, beta, gamma)
-  tokens, windows = corpus
-  method = build_method(name, setup, beta, gamma)
-  opt_params = method.wrap_params(_model(setup.model).init(seed))
-  state = TrainState(jnp.int32(0), opt_params,
-                     jax.jit(method.tx.init)(opt_params))
+  static, (tokens, windows) = harness.StaticConfig(config), data
+  method = build_method(name, config, beta, gamma)
+  opt_params = method.wrap_params(_model(static).init(seed))
   data_key = jax.random.fold_in(jax.random.key(seed), 1)
   hyper = (jnp.float32(beta), jnp.float32(gamma))
-  state, resumed_step, ckpt, metrics = workdir.open_run(label, state)
 
-  def measure_and_log(state, **extra):
+  def measure(state, **extra):
     # One compiled validation serves every method; only the cheap maps to
     # the evaluation points are compiled per method.
-    eval_params, gradient_point = _evaluation_points(
-        state.opt_params, state.opt_state, name=name, setup=setup)
-    at_eval = _valid_loss(eval_params, windows, setup=setup)
-    at_grad = _valid_loss(gradient_point, windows, setup=setup)
-    scalars = {"valid_bpb": BITS_PER_NAT * float(at_eval),
-               "valid_bpb_at_gradient_point": BITS_PER_NAT * float(at_grad),
-               **extra}
-    metrics.write(int(state.step), **scalars)
-    return scalars
+    eval_params, gradient_point = _evaluation_points(*state, name=name,
+                                                     config=static)
+    at_eval = _valid_loss(eval_params, windows, config=static)
+    at_grad = _valid_loss(gradient_point, windows, config=static)
+    return state, {"valid_bpb": BITS_PER_NAT * float(at_eval),
+                   "valid_bpb_at_gradient_point": BITS_PER_NAT * float(at_grad),
+                   **extra}
 
-  if resumed_step is None:
-    measure_and_log(state)
-    ckpt.save(0, state)
-
-  progress = workdir.progress(label, setup.num_steps, start_step=int(state.step))
-  checkpoint_every = workdir.config.checkpoint_every
-  while int(state.step) < setup.num_steps:
+  def chunk(state, step):
     opt_params, opt_state, train_loss = _train_chunk(
-        state.opt_params, state.opt_state, *hyper, tokens, data_key,
-        state.step, name=name, setup=setup)
-    state = TrainState(state.step + setup.eval_every, opt_params, opt_state)
-    scalars = measure_and_log(state,
-                              train_bpb=BITS_PER_NAT * float(train_loss))
-    step = int(state.step)
-    diverged = not math.isfinite(scalars["valid_bpb"])
-    if step % checkpoint_every == 0 or step >= setup.num_steps or diverged:
-      ckpt.save(step, state)
-    progress.update(step, valid_bpb=scalars["valid_bpb"])
+        *state, *hyper, tokens, data_key, jnp.int32(step), name=name,
+        config=static)
+    state, record = measure(TrainState(opt_params, opt_state),
+                            train_bpb=BITS_PER_NAT * float(train_loss))
+    step += config.eval_every
+    diverged = not math.isfinite(record["valid_bpb"])
     if diverged:
       logging.warning("[%s] diverged at step %d", label, step)
-      break
-  ckpt.close()
-  return metrics.read()
+    return harness.Chunk(state, step, record, stop=diverged)
+
+  init = TrainState(opt_params, jax.jit(method.tx.init)(opt_params))
+  return workdir.train(label, init, chunk, num_steps=config.num_steps,
+                       checkpoint_every=config.checkpoint_every,
+                       initial=measure).records
 
 
 def steps_to_reach(records, target: float) -> float | None:
@@ -265,103 +249,112 @@ def steps_to_reach(records, target: float) -> float | None:
   return None
 
 
-def _mean_se(values):
-  values = np.asarray([v for v in values if v is not None], np.float64)
-  if values.size == 0:
-    return None, None
-  se = values.std(ddof=1) / math.sqrt(values.size) if values.size > 1 else None
-  return float(values.mean()), (None if se is None else float(se))
-
-
 def summarize(records_by_method, seeds):
   """Per method: final loss and, per seed, steps to reach its base's final loss."""
   summary = {}
   for name, per_seed in records_by_method.items():
     base = name.split("+")[0] if name.endswith("+ema") else "adamw"
-    finals = [per_seed[s][-1]["valid_bpb"] for s in seeds]
-    ratios = []
+    rows = []
     for s in seeds:
-      base_records = records_by_method[base][s]
+      final, base_records = per_seed[s][-1], records_by_method[base][s]
       target = base_records[-1]["valid_bpb"]
       reached = steps_to_reach(per_seed[s], target)
-      base_steps = steps_to_reach(base_records, target)
-      ratios.append(None if reached is None else reached / base_steps)
-    final, final_se = _mean_se(finals)
-    ratio, ratio_se = _mean_se(ratios)
-    diffs = [f - records_by_method[base][s][-1]["valid_bpb"]
-             for f, s in zip(finals, seeds)]
-    diff, diff_se = _mean_se(diffs)
-    summary[name] = {
-        "reference": base, "final_bpb": final, "final_bpb_se": final_se,
-        "final_minus_reference": diff, "final_minus_reference_se": diff_se,
-        "steps_ratio": ratio, "steps_ratio_se": ratio_se,
-        "reached_in": sum(r is not None for r in ratios),
-        "final_bpb_at_gradient_point": _mean_se(
-            [per_seed[s][-1]["valid_bpb_at_gradient_point"] for s in seeds])[0],
-    }
+      rows.append({
+          "reference": base, "final_bpb": final["valid_bpb"],
+          "final_minus_reference": final["valid_bpb"] - target,
+          "steps_ratio": (None if reached is None else
+                          reached / steps_to_reach(base_records, target)),
+          "final_bpb_at_gradient_point": final["valid_bpb_at_gradient_point"],
+      })
+    summary[name] = harness.over_seeds(rows, SUMMARY_KEYS)
+    summary[name]["reached_in"] = sum(r["steps_ratio"] is not None
+                                      for r in rows)
   return summary
 
 
 def evaluate_claim(summary, grid, num_seeds):
-  """Pass/fail checks of each part of the claim."""
+  """The checks of each part of the claim."""
   checks = []
   for base in BASES:
     s = summary[f"{base}+ema"]
-    checks.append({
-        "name": f"{base}+EMA-Nesterov: lower final validation loss than {base}",
-        "passed": bool(s["final_minus_reference"] < 0),
-        "detail": f"{s['final_minus_reference']:+.4f} bpb"
-                  f" (s.e. {_fmt(s['final_minus_reference_se'])}, paired over"
-                  f" {num_seeds} seeds)",
-    })
-    checks.append({
-        "name": f"{base}+EMA-Nesterov: reaches {base}'s final loss in fewer"
-                " steps",
-        "passed": bool(s["steps_ratio"] is not None and s["steps_ratio"] < 1
-                       and s["reached_in"] == num_seeds),
-        "detail": f"steps ratio {_fmt(s['steps_ratio'])} (s.e."
-                  f" {_fmt(s['steps_ratio_se'])}; reached in"
-                  f" {s['reached_in']}/{num_seeds} seeds)",
-    })
+    checks.append(harness.check(
+        f"{base}_ema_lowers_final_loss",
+        f"{base}+EMA-Nesterov: lower final validation loss than {base}",
+        s["final_minus_reference"] < 0,
+        f"{s['final_minus_reference']:+.4f} bpb (s.e."
+        f" {_fmt(s['final_minus_reference_se'])}, paired over {num_seeds}"
+        " seeds)"))
+    checks.append(harness.check(
+        f"{base}_ema_fewer_steps",
+        f"{base}+EMA-Nesterov: reaches {base}'s final loss in fewer steps",
+        s["steps_ratio"] is not None and s["steps_ratio"] < 1
+        and s["reached_in"] == num_seeds,
+        f"steps ratio {_fmt(s['steps_ratio'])} (s.e."
+        f" {_fmt(s['steps_ratio_se'])}; reached in {s['reached_in']}/"
+        f"{num_seeds} seeds)"))
   ema = summary["adamw+ema"]["final_bpb"]
   for other, label in (("lookahead", "multi-step lookahead (optax.lookahead)"),
                        ("schedule_free", "schedule-free AdamW")):
-    checks.append({
-        "name": f"adamw+EMA-Nesterov beats {label}",
-        "passed": bool(ema < summary[other]["final_bpb"]),
-        "detail": f"{ema:.4f} vs {summary[other]['final_bpb']:.4f} bpb",
-    })
+    checks.append(harness.check(
+        f"adamw_ema_beats_{other}", f"adamw+EMA-Nesterov beats {label}",
+        ema < summary[other]["final_bpb"],
+        f"{ema:.4f} vs {summary[other]['final_bpb']:.4f} bpb"))
   short = min(c["final_bpb"] for c in grid if c["gamma"] == 0)
   long_ = min(c["final_bpb"] for c in grid if c["gamma"] > 0)
-  checks.append({
-      "name": "grid: the best gamma>0 beats the best short-horizon gamma=0",
-      "passed": bool(long_ < short),
-      "detail": f"{long_:.4f} vs {short:.4f} bpb (one seed)",
-  })
+  checks.append(harness.check(
+      "grid_long_horizon_beats_gamma0",
+      "grid: the best gamma>0 beats the best short-horizon gamma=0",
+      long_ < short, f"{long_:.4f} vs {short:.4f} bpb (one seed)"))
   return checks
 
 
-def plot_curves(workdir, records_by_method, seeds, setup):
+def result_rows(summary, grid, grid_base_bpb, num_seeds):
+  """Final loss and steps ratio per method, then the grid (one seed each)."""
+  rows = []
+  for name, s in summary.items():
+    ref = s["reference"]
+    rows.append(harness.result(name, "final valid bpb", s["final_bpb"],
+                               standard_error=s["final_bpb_se"],
+                               num_samples=num_seeds))
+    rows.append(harness.result(
+        name, f"steps to {ref}'s final loss / {ref}'s", s["steps_ratio"],
+        standard_error=s["steps_ratio_se"], num_samples=s["reached_in"]))
+  rows += [harness.result(
+      f"grid adamw+ema beta={c['beta']:g} gamma={c['gamma']:g}",
+      "final valid bpb", c["final_bpb"]) for c in grid]
+  rows.append(harness.result("grid adamw", "final valid bpb", grid_base_bpb))
+  return rows
+
+
+def plot_curves(workdir, records_by_method, seeds, config):
   """Validation bpb vs step, mean over seeds; right panel: the last 40%."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
   for k, (name, per_seed) in enumerate(records_by_method.items()):
-    steps = [r["step"] for r in per_seed[seeds[0]]]
-    curves = np.array([[r["valid_bpb"] for r in per_seed[s]] for s in seeds])
+    # A diverged seed stops early: average over the steps all seeds reached.
+    n = min(len(per_seed[s]) for s in seeds)
+    steps = [r["step"] for r in per_seed[seeds[0]][:n]]
+    curves = np.array([[r["valid_bpb"] for r in per_seed[s][:n]] for s in seeds])
     for ax in axes:
       ax.plot(steps, curves.mean(0), color=f"C{k}", lw=1.3,
-              ls="--" if "+ema" not in name else "-", label=name)
-  start = 0.6 * setup.num_steps
-  tail = [v for per_seed in records_by_method.values() for s in seeds
-          for r in per_seed[s] if r["step"] >= start for v in [r["valid_bpb"]]]
-  axes[1].set_xlim(start, setup.num_steps)
+              ls="--" if "+ema" not in name else "-",
+              label=name if ax is axes[0] else None)
+  start, end = 0.6 * config.num_steps, config.num_steps
+  tail = [r["valid_bpb"] for per_seed in records_by_method.values()
+          for s in seeds for r in per_seed[s] if r["step"] >= start]
+  axes[1].set_xlim(start, end)
   axes[1].set_ylim(min(tail) - 0.01, max(tail) + 0.01)
+  p = phases(config)
   for ax in axes:
-    ax.axvspan(setup.ema_on, setup.ema_rest, color="0.92", zorder=0)
-    ax.set_xlabel("step")
-    ax.set_ylabel("validation bits per byte")
-  axes[0].set_title("EMA-Nesterov active in the grey window", fontsize=9)
-  axes[0].legend(fontsize=7)
+    ax.axvspan(p.ema_on, p.ema_rest, color="0.92", zorder=0)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss (bits per byte)")
+  axes[0].set_title("all steps (grey: EMA-Nesterov lookahead on)", fontsize=9)
+  axes[1].set_title("the last 40% of training", fontsize=9)
+  fig.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+  fig.suptitle("EMA-Nesterov (solid) lowers the validation loss of its base"
+               f" optimizer (mean over seeds {', '.join(map(str, seeds))})",
+               fontsize=10)
   fig.tight_layout()
   return workdir.save_figure(fig, "valid_loss_vs_step")
 
@@ -374,7 +367,7 @@ def plot_grid(workdir, grid, base_final, config):
   for c in grid:
     table[gammas.index(c["gamma"]), betas.index(c["beta"])] = (
         c["final_bpb"] - base_final)
-  fig, ax = plt.subplots(figsize=(4, 3.2))
+  fig, ax = plt.subplots(figsize=(5.2, 3.8))
   bound = np.nanmax(np.abs(table)) or 1.0
   image = ax.imshow(table, cmap="RdBu_r", vmin=-bound, vmax=bound)
   for i in range(len(gammas)):
@@ -382,30 +375,32 @@ def plot_grid(workdir, grid, base_final, config):
       ax.text(j, i, f"{table[i, j]:+.3f}", ha="center", va="center", fontsize=8)
   ax.set_xticks(range(len(betas)), [f"{b:g}" for b in betas])
   ax.set_yticks(range(len(gammas)), [f"{g:g}" for g in gammas])
-  ax.set_xlabel("beta_max")
-  ax.set_ylabel("gamma")
-  ax.set_title("final bpb minus AdamW (grid seed)", fontsize=9)
-  fig.colorbar(image, ax=ax)
+  ax.set_xlabel("beta_max (lookahead at the peak LR)")
+  ax.set_ylabel("gamma (EMA decay; 0: one step)")
+  fig.colorbar(image, ax=ax, label="final loss minus AdamW's\n(bits per byte)")
+  fig.suptitle("A long-horizon EMA (gamma > 0) beats one-step lookahead"
+               f"\n(AdamW + EMA-Nesterov, seed {config.grid_seed})", fontsize=9)
   fig.tight_layout()
   return workdir.save_figure(fig, "grid_beta_gamma")
 
 
-def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
-  del rng  # each run derives its keys from its own seed
-  setup = Setup.from_config(config)
+def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   corpus = lm.load_corpus(source_files=config.data.source_files,
                           valid_fraction=config.data.valid_fraction,
                           seed=config.data.split_seed)
-  arrays = (jnp.asarray(corpus.train),
-            lm.validation_windows(corpus.valid, config.data.valid_windows,
-                                  setup.length))
+  data = (jnp.asarray(corpus.train),
+          lm.validation_windows(corpus.valid, config.data.valid_windows,
+                                config.model.length))
+  seeds = list(config.seeds)
+  workdir.plan(1 + len(config.ema.gammas) * len(config.ema.betas)
+               + len(METHODS) * len(seeds))
   # Phase 1: beta x gamma on AdamW, one seed.
-  grid_seed = config.grid_seed
-  grid_base = train_run(setup, workdir, arrays, "adamw", grid_seed)
+  grid_base_bpb = train_run(config, workdir, data, "adamw",
+                            config.grid_seed)[-1]["valid_bpb"]
   grid = []
   for gamma in config.ema.gammas:
     for beta in config.ema.betas:
-      records = train_run(setup, workdir, arrays, "adamw+ema", grid_seed,
+      records = train_run(config, workdir, data, "adamw+ema", config.grid_seed,
                           beta, gamma)
       grid.append({"beta": beta, "gamma": gamma,
                    "final_bpb": records[-1]["valid_bpb"]})
@@ -413,84 +408,66 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
   logging.info("best grid cell: beta=%g gamma=%g", best["beta"], best["gamma"])
 
   # Phase 2: the best cell and the baselines, several seeds.
-  seeds = list(config.seeds)
   records_by_method = {
-      name: {s: train_run(setup, workdir, arrays, name, s, best["beta"],
+      name: {s: train_run(config, workdir, data, name, s, best["beta"],
                           best["gamma"]) for s in seeds}
       for name in METHODS
   }
   summary = summarize(records_by_method, seeds)
-  checks = evaluate_claim(summary, grid, len(seeds))
-  figures = [plot_curves(workdir, records_by_method, seeds, setup),
-             plot_grid(workdir, grid, grid_base[-1]["valid_bpb"], config)]
+  workdir.write_report(
+      paper=PAPER, claim=CLAIM,
+      dataset={"name": "Python's own text (byte level)",
+               "provenance": corpus.provenance},
+      model=model_metadata(config), seeds=seeds,
+      results=result_rows(summary, grid, grid_base_bpb, len(seeds)),
+      paper_results=PAPER_RESULTS,
+      checks=evaluate_claim(summary, grid, len(seeds)),
+      figures=[plot_curves(workdir, records_by_method, seeds, config),
+               plot_grid(workdir, grid, grid_base_bpb, config)],
+      notes=notes(config, best, summary, records_by_method),
+      extra_run_data={"summary": summary, "grid": grid})
 
-  results = []
-  for name, s in summary.items():
-    results.append({"evaluation_name": name, "metric": "final valid bpb",
-                    "score": s["final_bpb"], "standard_error": s["final_bpb_se"],
-                    "num_samples": len(seeds), "lower_is_better": True})
-    results.append({
-        "evaluation_name": name,
-        "metric": f"steps to {s['reference']}'s final loss / {s['reference']}'s",
-        "score": s["steps_ratio"], "standard_error": s["steps_ratio_se"],
-        "num_samples": s["reached_in"], "lower_is_better": True})
-  for c in grid:
-    results.append({
-        "evaluation_name": f"grid adamw+ema beta={c['beta']:g} gamma={c['gamma']:g}",
-        "metric": "final valid bpb", "score": c["final_bpb"],
-        "standard_error": None, "num_samples": 1, "lower_is_better": True})
-  results.append({"evaluation_name": "grid adamw", "metric": "final valid bpb",
-                  "score": grid_base[-1]["valid_bpb"], "standard_error": None,
-                  "num_samples": 1, "lower_is_better": True})
-  model = _model(setup.model)
+
+def model_metadata(config):
+  model, p = _model(harness.StaticConfig(config)), phases(config)
   num_params = sum(x.size for x in jax.tree.leaves(model.init(0)))
-  notes = [
+  return {"architecture": "decoder-only transformer (jaxpapers.models."
+                          "Transformer): pre-norm RMSNorm, learned positions,"
+                          " tied embeddings, GELU MLP",
+          "config": dataclasses.asdict(model.config),
+          "num_params": int(num_params),
+          "schedule": f"WSD: warm-up {p.warmup}, decay from {p.decay_start}"
+                      f" to {config.num_steps}",
+          "batch": f"{config.batch_size} x {config.model.length} tokens"}
+
+
+def notes(config, best, summary, records_by_method):
+  p = phases(config)
+  out = [
       f"EMA-Nesterov cell used in phase 2: beta_max={best['beta']:g},"
       f" gamma={best['gamma']:g} (lowest final loss of the grid, seed"
-      f" {grid_seed}); lookahead on steps [{setup.ema_on}, {setup.ema_rest}).",
+      f" {config.grid_seed}); lookahead on steps [{p.ema_on}, {p.ema_rest}).",
       "Loss is cross-entropy per byte token in bits (EOS counted as a byte),"
       " on fixed validation windows shared by all runs.",
       f"Validation at the gradient point instead of the evaluation point"
       f" (adamw+ema): {_fmt(summary['adamw+ema']['final_bpb_at_gradient_point'])}"
       " bpb (equal to the anchor's when the rest window switches beta off).",
   ]
-  notes += [f"{name} seed {s}: diverged" for name, per_seed in
-            records_by_method.items() for s in seeds
-            if not math.isfinite(per_seed[s][-1]["valid_bpb"])]
-  report = harness.make_report(
-      workdir,
-      paper=PAPER,
-      claim=CLAIM,
-      dataset={"name": "Python's own text (byte level)",
-               "provenance": corpus.provenance},
-      model={"architecture": "decoder-only transformer (jaxpapers.models."
-                             "Transformer): pre-norm RMSNorm, learned positions,"
-                             " tied embeddings, GELU MLP",
-             "config": dataclasses.asdict(setup.model),
-             "num_params": int(num_params),
-             "schedule": f"WSD: warm-up {setup.warmup_steps}, decay from"
-                         f" {setup.decay_start} to {setup.num_steps}",
-             "batch": f"{setup.batch_size} x {setup.length} tokens"},
-      seeds=seeds,
-      results=results,
-      paper_results=[
-          {"evaluation_name": "LM pre-training (abstract)",
-           "statement": "EMA-Nesterov consistently improves Adam, SOAP and Muon"
-                        " and beats short- and multi-step lookahead; the"
-                        " paper's tables were not available to us."},
-          {"evaluation_name": "modded-nanogpt record #39 (GPT-2 small, Muon)",
-           "statement": "3325 -> 3125 steps to 3.28 validation loss (about 6%"
-                        " fewer; gamma 0.99, beta 0.6 lr/max_lr, n = 20)."},
-          {"evaluation_name": "modded-nanogpt record #40",
-           "statement": "2930 -> 2890 steps (gamma 0.99, beta 0.3 lr/max_lr,"
-                        " n = 16)."},
-      ],
-      checks=checks,
-      figures=figures,
-      notes=notes,
-      extra_run_data={"summary": summary, "grid": grid},
-  )
-  workdir.write_report(report)
+  return out + [f"{name} seed {s}: diverged"
+                for name, per_seed in records_by_method.items()
+                for s, records in per_seed.items()
+                if not math.isfinite(records[-1]["valid_bpb"])]
+
+
+def validate(config):
+  """Evaluations fall on checkpoints and the end; validation fills batches."""
+  for field in ("num_steps", "checkpoint_every"):
+    if config[field] % config.eval_every:
+      raise ValueError(f"{field}={config[field]} must be a multiple of"
+                       f" eval_every={config.eval_every}.")
+  if config.data.valid_windows % config.batch_size:
+    raise ValueError(f"data.valid_windows={config.data.valid_windows} must be"
+                     f" a multiple of batch_size={config.batch_size}.")
 
 
 def _fmt(value) -> str:
@@ -498,4 +475,4 @@ def _fmt(value) -> str:
 
 
 if __name__ == "__main__":
-  harness.run(main, name="ema_nesterov")
+  harness.run(main, name="ema_nesterov", validate=validate)

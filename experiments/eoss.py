@@ -1,7 +1,7 @@
 r"""Edge of Stochastic Stability at CPU scale: Batch Sharpness vs lambda_max.
 
-For each step size eta and batch size b of the grid, trains the spec's MLP
-with plain SGD and measures, every ``measure_every`` steps,
+For each step size eta and batch size b of the grid, trains an MLP with
+plain SGD (our CPU-scale protocol, ``docs/eoss.md``) and measures, every ``measure_every`` steps,
 
 * Batch Sharpness (BS, mean of per-draw ratios; the ratio of means beside),
 * lambda_max of the full-batch Hessian (Lanczos, warm-started),

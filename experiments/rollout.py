@@ -1,23 +1,19 @@
 r"""Rollout consistency at CPU scale: does the JVP penalty tame free running?
 
+The method is our reconstruction from the abstract of a 2026 preprint whose
+text was not located; ``docs/rollout_consistency.md`` says what is whose.
 For every series and forecaster of the config, trains one-step models with
-
-* teacher forcing (TF, lambda = 0),
-* TF + lambda * L_JVP (:func:`jaxpapers.losses.rollout_consistency`) for each
-  lambda of the sweep,
-* k-step unrolled training (backpropagation through
-  :func:`jaxpapers.losses.free_running_rollout`), the expensive baseline,
-
-and measures free-running forecast error on the chronologically last 20% of
-each series at several horizons. Runs of one (series, model, method) train
-together under ``jax.vmap`` over (lambda, seed); runs with the same seed share
-their initialisation and every mini-batch, so TF and penalty runs are paired.
-
-lambda is chosen per (series, model) on validation free-running MSE at the
-middle horizon; the report then checks the claim on the test segment: the
-penalty lowers the longest-horizon error of TF at a similar one-step error.
-The cost side of the claim is measured by ``python -m benchmarks.rollout``.
-"""
+teacher forcing (TF, lambda = 0), with TF + lambda * L_JVP
+(:func:`jaxpapers.losses.rollout_consistency`) for each lambda of the sweep,
+and with k-step unrolling (backpropagation through
+:func:`jaxpapers.losses.free_running_rollout`, the expensive baseline), then
+measures free-running error on the last 20% of each series at several
+horizons. Runs of one (series, model, method) train together under
+``jax.vmap`` over (lambda, seed); runs of one seed share their initialisation
+and every mini-batch, so TF and penalty runs are paired. lambda is chosen per
+(series, model) on validation MSE at the middle horizon; the report checks
+that the penalty lowers TF's longest-horizon test error at a similar one-step
+error. ``python -m benchmarks.rollout`` measures the cost side of the claim."""
 
 import functools
 from typing import Any, NamedTuple
@@ -35,18 +31,26 @@ from jaxpapers import losses
 from jaxpapers.models.forecasters import DLinear
 from jaxpapers.models.forecasters import MLPForecaster
 
-PAPER = {
-    "title": "Local rollout consistency for time-series forecasters"
-             " (reconstruction from the abstract; paper text not located)",
-    "authors": "unknown",
-    "url": "shared/papers/rollout_consistency.md",
-}
+PAPER = {"title": "Local rollout consistency for time-series forecasters (2026"
+                  " preprint; paper text not located, method reconstructed"
+                  " from the abstract)",
+         "authors": "unknown", "url": "docs/rollout_consistency.md"}
 CLAIM = (
     "Adding lambda * ||J_f(s+) delta||^2 (the Jacobian of the forecaster along"
     " its own fed-back residual) to teacher-forced training lowers"
     " long-horizon free-running error relative to teacher forcing, at similar"
     " one-step error and a fraction of k-step unrolled training's cost."
 )
+PAPER_RESULTS = [
+    harness.paper_result(
+        "abstract", "Experiments on time series forecasting tasks show that"
+        " the regularization improves predictive accuracy. No numbers are"
+        " given in the abstract."),
+    harness.paper_result(
+        "our expectation (reconstruction, not the paper's)", "TF + L_JVP beats"
+        " TF at long horizons at similar one-step error, for about one extra"
+        " JVP per step."),
+]
 # "Similar one-step error": the penalty may cost at most this factor.
 ONE_STEP_TOLERANCE = 1.10
 
@@ -83,29 +87,22 @@ class Group(NamedTuple):
 
 
 def load_task(name: str, config: ml_collections.ConfigDict) -> Task:
-  spec = config.tasks[name]
-  if name == "lorenz96":
-    series = data_lib.lorenz96(**config.lorenz96)
-  else:
-    series = data_lib.load_series(name)
+  task_config = config.tasks[name]
+  series = (data_lib.lorenz96(**config.lorenz96) if name == "lorenz96"
+            else data_lib.load_series(name))
   split = data_lib.chronological_split(series.values)
-  horizons = tuple(spec.horizons)
-  lookback, values = spec.lookback, split.values
-  train = data_lib.sliding_windows(values, lookback, max(config.unroll_ks, default=1),
-                                   stop=split.train_end)
-  val = data_lib.sliding_windows(values, lookback, _middle(horizons),
-                                 start=split.train_end, stop=split.val_end)
-  test = data_lib.sliding_windows(values, lookback, max(horizons),
-                                  start=split.val_end, stride=spec.test_stride)
+  horizons, lookback = tuple(task_config.horizons), task_config.lookback
+  windows = functools.partial(data_lib.sliding_windows, split.values, lookback)
+  train = windows(max(config.unroll_ks, default=1), stop=split.train_end)
+  val = windows(horizons[len(horizons) // 2], start=split.train_end,
+                stop=split.val_end)
+  test = windows(max(horizons), start=split.val_end,
+                 stride=task_config.test_stride)
   provenance = (f"{series.provenance}; split 70/10/20 in time, z-normalised"
                 f" with training statistics; lookback {lookback}; windows"
                 f" train/val/test = {len(train[0])}/{len(val[0])}/{len(test[0])}")
-  return Task(name, provenance, lookback, values.shape[1], horizons, train, val,
-              test)
-
-
-def _middle(horizons):
-  return horizons[len(horizons) // 2]
+  return Task(name, provenance, lookback, split.values.shape[1], horizons,
+              train, val, test)
 
 
 def make_model(name: str, task: Task, config, rngs: nnx.Rngs) -> nnx.Module:
@@ -129,18 +126,31 @@ def groups_for(dataset: str, model: str, config) -> list[Group]:
   return groups
 
 
-def _keys(seeds):
-  """Per member: (init key, data key), pure functions of the seed."""
-  keys = [jax.random.split(jax.random.key(s)) for s in seeds]
-  return jnp.stack([k[0] for k in keys]), jnp.stack([k[1] for k in keys])
-
-
 def _optimizer(config):
   return optax.chain(
       optax.clip_by_global_norm(config.train.clip_norm),
       optax.adamw(config.train.learning_rate,
                   weight_decay=config.train.weight_decay),
   )
+
+
+def init_group(group: Group, task: Task, config):
+  """``(graphdef, state, data_keys)``: the fresh state of the group's members.
+
+  ``state`` (a :class:`TrainState`) holds parameters and optimizer states
+  stacked over the members; each member's initialisation and its data key
+  (for :func:`make_train_chunk`) are pure functions of its seed.
+  """
+  keys = [jax.random.split(jax.random.key(s)) for s in group.seeds]
+  init_keys, data_keys = (jnp.stack([k[0] for k in keys]),
+                          jnp.stack([k[1] for k in keys]))
+  make = lambda key: make_model(group.model, task, config,
+                                nnx.Rngs(params=key))
+  graphdef = nnx.graphdef(nnx.eval_shape(lambda: make(init_keys[0])))
+  params = jax.vmap(lambda key: nnx.state(make(key), nnx.Param))(init_keys)
+  state = TrainState(jnp.int32(0), params,
+                     jax.vmap(_optimizer(config).init)(params))
+  return graphdef, state, data_keys
 
 
 def _predict_fn(graphdef):
@@ -172,7 +182,7 @@ def _loss_fn(group: Group, predict):
 
 
 def make_train_chunk(group: Group, graphdef, config):
-  """Jitted ``num_steps`` steps of every member; batch t = f(data key, t)."""
+  """Jitted ``log_every`` steps of every member; batch t = f(data key, t)."""
   loss_fn = _loss_fn(group, _predict_fn(graphdef))
   tx = _optimizer(config)
   batch_size, num_steps = config.train.batch_size, config.log_every
@@ -232,11 +242,9 @@ def evaluate_run(params, val, test, *, graphdef, vpt_threshold: float):
 def evaluate(params, task: Task, graphdef, config) -> dict[str, np.ndarray]:
   """:func:`evaluate_run` of every member, stacked along the first axis.
 
-  One run at a time: every group of a (series, model) then shares one
-  compiled evaluation, whatever its number of members.
+  One run at a time, so all groups of a (series, model) share one compilation.
   """
-  val = tuple(map(jnp.asarray, task.val))
-  test = tuple(map(jnp.asarray, task.test))
+  val, test = (tuple(map(jnp.asarray, x)) for x in (task.val, task.test))
   num_members = jax.tree.leaves(params)[0].shape[0]
   records = [jax.device_get(evaluate_run(
       jax.tree.map(lambda x, i=i: x[i], params), val, test, graphdef=graphdef,
@@ -246,51 +254,34 @@ def evaluate(params, task: Task, graphdef, config) -> dict[str, np.ndarray]:
 
 def train_group(group: Group, task: Task, config, workdir) -> dict[str, Any]:
   """Trains (or resumes) one group; returns its final evaluation record."""
-  init_keys, data_keys = _keys(group.seeds)
-  make = lambda key: make_model(group.model, task, config,
-                                nnx.Rngs(params=key))
-  graphdef = nnx.graphdef(nnx.eval_shape(lambda: make(init_keys[0])))
-  params = jax.vmap(lambda key: nnx.state(make(key), nnx.Param))(init_keys)
-  state = TrainState(jnp.int32(0), params,
-                     jax.vmap(_optimizer(config).init)(params))
-  state, _, ckpt, metrics = workdir.open_run(group.name, state)
-
-  num_steps = config.train.num_steps
+  graphdef, state, data_keys = init_group(group, task, config)
   lams = jnp.asarray(group.lams, jnp.float32)
   windows = tuple(jnp.asarray(x) for x in task.train)
   train_chunk = make_train_chunk(group, graphdef, config)
-  progress = workdir.progress(group.name, num_steps, start_step=int(state.step))
-  while int(state.step) < num_steps:
+
+  def chunk(state, step):
     state, stats = train_chunk(state, lams, data_keys, windows)
-    step = int(state.step)
-    scalars = jax.device_get(stats)
-    if step >= num_steps:
-      scalars.update(evaluate(state.params, task, graphdef, config))
-    metrics.write(step, **scalars)
-    if step % config.checkpoint_every == 0 or step >= num_steps:
-      ckpt.save(step, state)
-    progress.update(step, loss=float(np.mean(scalars["loss"])))
-  ckpt.close()
-  return metrics.read()[-1]
+    step, record = int(state.step), jax.device_get(stats)
+    if step >= config.train.num_steps:
+      record.update(evaluate(state.params, task, graphdef, config))
+    return harness.Chunk(state, step, record)
 
-
-def method_label(group: Group, lam: float) -> str:
-  if group.method == "unroll":
-    return f"unroll{group.unroll_k}"
-  return "tf" if lam == 0 else f"jvp{lam:g}"
+  return workdir.train(group.name, state, chunk,
+                       num_steps=config.train.num_steps,
+                       checkpoint_every=config.checkpoint_every).records[-1]
 
 
 def summarize(group: Group, record: dict[str, Any], task: Task) -> list[dict]:
   """Per method of the group: mean and s.e. over seeds of every metric."""
-  lams = np.asarray(group.lams)
-  out = []
+  lams, out = np.asarray(group.lams), []
   for lam in dict.fromkeys(group.lams):
     members = np.flatnonzero(lams == lam)
     test_mse = np.asarray(record["test_mse"], np.float64)[members]
     test_mae = np.asarray(record["test_mae"], np.float64)[members]
+    method = (f"unroll{group.unroll_k}" if group.method == "unroll"
+              else "tf" if lam == 0 else f"jvp{lam:g}")
     summary = {"dataset": group.dataset, "model": group.model,
-               "method": method_label(group, lam), "lam": float(lam),
-               "num_seeds": len(members),
+               "method": method, "lam": float(lam), "num_seeds": len(members),
                "mse_curve": test_mse.mean(0).tolist()}
     per_metric = {"val_mse": np.asarray(record["val_mse"])[members],
                   "vpt": np.asarray(record["vpt"])[members]}
@@ -298,71 +289,54 @@ def summarize(group: Group, record: dict[str, Any], task: Task) -> list[dict]:
       per_metric[f"test_mse_h{h}"] = test_mse[:, h - 1]
       per_metric[f"test_mae_h{h}"] = test_mae[:, h - 1]
     for name, values in per_metric.items():
-      summary[name], summary[name + "_se"] = _mean_se(values)
+      summary[name], summary[name + "_se"] = harness.mean_se(values)
     # Seed order is the group's, so runs of one seed pair up across methods.
     summary["test_mse_longest_per_seed"] = test_mse[:, -1].tolist()
     out.append(summary)
   return out
 
 
-def _mean_se(values):
-  values = np.asarray(values, np.float64)
-  se = (float(values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1
-        else None)
-  return float(values.mean()), se
-
-
 def select_lambda(summaries: list[dict]) -> dict[str, Any]:
   """The penalty run with the lowest validation MSE at the middle horizon."""
   penalized = [s for s in summaries if s["method"].startswith("jvp")]
-  if not penalized:
-    return {}
-  return min(penalized, key=lambda s: s["val_mse"])
+  return min(penalized, key=lambda s: s["val_mse"]) if penalized else {}
 
 
 def evaluate_claim(settings: list[dict]) -> list[dict]:
-  """Checks per (series, model) and overall; ``settings`` from :func:`main`.
+  """Checks per (series, model) and overall.
 
-  Each setting holds ``dataset, model, longest, tf, jvp`` with ``tf`` and
-  ``jvp`` (lambda chosen on validation) summaries. TF and penalty runs of a
-  seed share initialisation and batches, so the detail also gives the paired
-  difference over seeds.
+  ``settings`` (from :func:`main`) hold ``dataset, model, longest`` and the
+  summaries ``tf`` and ``jvp`` (lambda chosen on validation); the detail
+  adds the difference over seeds, which pair up (same init and batches).
   """
   checks, wins, similar = [], 0, 0
   for s in settings:
-    h = s["longest"]
-    tf, jvp = s["tf"], s["jvp"]
+    h, tf, jvp = s["longest"], s["tf"], s["jvp"]
     key = f"test_mse_h{h}"
     won = bool(jvp[key] < tf[key])
     wins += won
-    checks.append({
-        "name": f"{s['dataset']}/{s['model']}: TF+JVP (lambda={jvp['lam']:g},"
-                f" chosen on val) < TF, test MSE at h={h}",
-        "passed": won,
-        "detail": f"{_pm(jvp, key)} vs TF {_pm(tf, key)}; paired"
-                  f" difference {_paired_difference(jvp, tf)}",
-    })
+    checks.append(harness.check(
+        f"jvp_beats_tf_{s['dataset']}_{s['model']}",
+        f"{s['dataset']}/{s['model']}: TF+JVP (lambda={jvp['lam']:g}, chosen"
+        f" on val) < TF, test MSE at h={h}", won,
+        f"{_pm(jvp, key)} vs TF {_pm(tf, key)}; paired difference"
+        f" {_paired_difference(jvp, tf)}"))
     similar += bool(jvp["test_mse_h1"] <= ONE_STEP_TOLERANCE * tf["test_mse_h1"])
   n = len(settings)
-  checks.append({
-      "name": "overall: the penalty lowers longest-horizon error in a majority"
-              " of (series, model) settings",
-      "passed": bool(wins > n / 2),
-      "detail": f"{wins} of {n} settings",
-  })
-  checks.append({
-      "name": f"overall: one-step test MSE within {ONE_STEP_TOLERANCE:g}x of TF"
-              " in every setting",
-      "passed": bool(similar == n),
-      "detail": f"{similar} of {n} settings",
-  })
+  checks.append(harness.check(
+      "jvp_beats_tf_in_majority", "overall: the penalty lowers longest-horizon"
+      " error in a majority of (series, model) settings", wins > n / 2,
+      f"{wins} of {n} settings"))
+  checks.append(harness.check(
+      "one_step_error_similar", f"overall: one-step test MSE within"
+      f" {ONE_STEP_TOLERANCE:g}x of TF in every setting", similar == n,
+      f"{similar} of {n} settings"))
   return checks
 
 
 def _paired_difference(a, b):
-  diff = (np.asarray(a["test_mse_longest_per_seed"])
-          - np.asarray(b["test_mse_longest_per_seed"]))
-  mean, se = _mean_se(diff)
+  mean, se = harness.mean_se(np.asarray(a["test_mse_longest_per_seed"])
+                             - np.asarray(b["test_mse_longest_per_seed"]))
   return f"{mean:.3g}" + (f" +- {se:.2g}" if se is not None else "")
 
 
@@ -382,66 +356,66 @@ def _headline(setting, summaries):
                                                        "unroll")
 
 
-def _panels(settings, width, height):
-  """A figure with one panel per setting: series down, models across."""
+def _plot_panels(workdir, name, title, settings, size, draw):
+  """Panels ``draw(ax, setting)`` (series down, models across), one legend.
+
+  Every panel draws the same methods, so the legend is the first panel's.
+  """
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   datasets = list(dict.fromkeys(s["dataset"] for s in settings))
   models = list(dict.fromkeys(s["model"] for s in settings))
   fig, axes = plt.subplots(len(datasets), len(models), squeeze=False,
-                           figsize=(width * len(models), height * len(datasets)))
-  panels = [axes[datasets.index(s["dataset"]), models.index(s["model"])]
-            for s in settings]
-  return fig, panels
+                           figsize=(size[0] * len(models),
+                                    size[1] * len(datasets) + 0.5))
+  for s in settings:
+    ax = axes[datasets.index(s["dataset"]), models.index(s["model"])]
+    ax.set_title(f"{s['dataset']} / {s['model']}", fontsize=9)
+    draw(ax, s)
+  fig.suptitle(title, fontsize=10)
+  handles, labels = axes[0, 0].get_legend_handles_labels()
+  fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+  fig.tight_layout(rect=(0, 0.3 / fig.get_figheight(), 1, 1))
+  return workdir.save_figure(fig, name)
 
 
 def plot_error_vs_horizon(workdir, settings, summaries):
   """F1: free-running test MSE vs horizon, one panel per (series, model)."""
-  fig, panels = _panels(settings, 4.2, 2.8)
-  for ax, s in zip(panels, settings):
+  def draw(ax, s):
     for i, summary in enumerate(_headline(s, summaries)):
       curve = summary["mse_curve"]
-      label = summary["method"]
-      if summary is s["jvp"]:
-        label = f"TF + JVP ($\\lambda$={summary['lam']:g})"
       ax.plot(np.arange(1, len(curve) + 1), curve, color=f"C{i}", lw=1.2,
-              label=label)
-    ax.set_yscale("log")
-    ax.set_title(f"{s['dataset']} / {s['model']}", fontsize=9)
-    ax.set_xlabel("horizon (steps)")
-    ax.set_ylabel("test MSE (z-units)")
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  return workdir.save_figure(fig, "error_vs_horizon")
+              label="TF + JVP ($\\lambda$ chosen on val)"
+              if summary is s["jvp"] else summary["method"])
+    ax.set_title(f"{s['dataset']} / {s['model']} ($\\lambda$ ="
+                 f" {s['jvp']['lam']:g})", fontsize=9)
+    ax.set(yscale="log", xlabel="horizon (steps)",
+           ylabel="test MSE (z-units)")
+
+  return _plot_panels(
+      workdir, "error_vs_horizon", "Free-running test error: the JVP penalty"
+      " should lower TF's long-horizon error", settings, (3.8, 2.8), draw)
 
 
 def plot_lambda_sweep(workdir, settings, summaries):
   """F2: longest-horizon test MSE vs lambda (TF as the dashed line)."""
-  fig, panels = _panels(settings, 3.4, 2.5)
-  for ax, s in zip(panels, settings):
+  def draw(ax, s):
     key = f"test_mse_h{s['longest']}"
     sweep = sorted(_of_setting(summaries, s, "jvp"), key=lambda x: x["lam"])
     ax.errorbar([x["lam"] for x in sweep], [x[key] for x in sweep],
                 yerr=[x.get(key + "_se") or 0.0 for x in sweep], fmt="o-",
-                label="TF + JVP")
+                label="TF + JVP (mean $\\pm$ s.e. over seeds)")
     ax.axhline(s["tf"][key], color="k", ls="--", lw=1, label="TF")
-    ax.set_xscale("log")
-    ax.set_title(f"{s['dataset']} / {s['model']}", fontsize=9)
-    ax.set_xlabel("$\\lambda$")
-    ax.set_ylabel(f"test MSE, h={s['longest']}")
-  panels[0].legend(fontsize=7)
-  fig.tight_layout()
-  return workdir.save_figure(fig, "lambda_sweep")
+    ax.set(xscale="log", xlabel="$\\lambda$ (penalty weight, no unit)",
+           ylabel=f"test MSE at h={s['longest']}\n(z-units)")
+
+  return _plot_panels(
+      workdir, "lambda_sweep", "Longest-horizon test error vs penalty weight:"
+      " below the TF line, the penalty helps", settings, (3.4, 2.5), draw)
 
 
-def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
-  del rng  # every run derives its keys from its own seed
-  if (config.train.num_steps % config.log_every
-      or config.checkpoint_every % config.log_every):
-    raise ValueError(
-        "train.num_steps and checkpoint_every must be multiples of log_every"
-        f" (the training chunk); got {config.train.num_steps},"
-        f" {config.checkpoint_every}, {config.log_every}."
-    )
+def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
+  workdir.plan(len(config.datasets) * len(config.models)
+               * (1 + len(config.unroll_ks)))
   summaries, settings, provenance = [], [], []
   for dataset in config.datasets:
     task = load_task(dataset, config)
@@ -458,35 +432,40 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
           "jvp": select_lambda(setting_summaries),
       })
 
-  checks = evaluate_claim(settings)
-  figures = [plot_error_vs_horizon(workdir, settings, summaries),
-             plot_lambda_sweep(workdir, settings, summaries)]
   results = []
   for s in settings:
-    task_horizons = config.tasks[s["dataset"]].horizons
+    metrics = [f"test_mse_h{h}" for h in config.tasks[s["dataset"]].horizons]
+    metrics += ["vpt"] if s["dataset"] == "lorenz96" else []
     for summary in _headline(s, summaries):
-      name = f"{s['dataset']}/{s['model']}/{summary['method']}"
-      metrics = [f"test_mse_h{h}" for h in task_horizons]
-      if s["dataset"] == "lorenz96":
-        metrics.append("vpt")
-      for metric in metrics:
-        results.append({
-            "evaluation_name": name, "metric": metric,
-            "score": summary[metric], "standard_error": summary[metric + "_se"],
-            "num_samples": summary["num_seeds"],
-            "lower_is_better": metric != "vpt",
-        })
+      results += harness.results_of(
+          f"{s['dataset']}/{s['model']}/{summary['method']}", summary, metrics,
+          num_samples=summary["num_seeds"], higher_is_better=("vpt",))
+  workdir.write_report(
+      paper=PAPER, claim=CLAIM,
+      dataset={"name": ", ".join(config.datasets),
+               "provenance": " | ".join(provenance)},
+      model=model_metadata(config), seeds=list(config.seeds), results=results,
+      paper_results=PAPER_RESULTS, checks=evaluate_claim(settings),
+      figures=[plot_error_vs_horizon(workdir, settings, summaries),
+               plot_lambda_sweep(workdir, settings, summaries)],
+      notes=notes_of(config, settings, summaries),
+      extra_run_data={"summaries": summaries})
+
+
+def notes_of(config, settings, summaries) -> list[str]:
+  """Lambda selection, where the cost is measured, budget cuts, divergences."""
   notes = [
       "lambda is selected per (series, model) on validation free-running MSE"
       " at the middle horizon, among lambda > 0; every lambda's numbers are in"
       " report.json run_data.summaries and lambda_sweep.png.",
       "Training cost per step is measured by `python -m benchmarks.rollout`"
       " (TF + JVP vs TF vs k-step unrolling).",
-      f"Spec deviations for the CPU budget: {config.train.num_steps} steps"
-      f" (spec 3000), MLP {'x'.join(map(str, config.model.hidden))} (spec"
-      " 128x128), no early stopping, no GRU; gradients clipped at global norm"
+      "Cuts against our reconstructed protocol (docs/rollout_consistency.md)"
+      f" for the CPU budget: {config.train.num_steps} steps (protocol: 3000),"
+      f" MLP {'x'.join(map(str, config.model.hidden))} (protocol: 128x128),"
+      " no early stopping, no GRU; gradients clipped at global norm"
       f" {config.train.clip_norm:g} for every method; k-step unrolling with"
-      f" k in {tuple(config.unroll_ks)} (spec: k = 2).",
+      f" k in {tuple(config.unroll_ks)} (protocol: k = 2).",
   ]
   top = max(config.lams, default=0.0)
   at_top = [f"{s['dataset']}/{s['model']}" for s in settings
@@ -496,47 +475,38 @@ def main(rng, config: ml_collections.ConfigDict, workdir: harness.Workdir):
         f"Validation chose the largest lambda of the sweep ({top:g}) in"
         f" {len(at_top)} of {len(settings)} settings ({', '.join(at_top)});"
         " larger values were not tried.")
-  notes += [f"{x['dataset']}/{x['model']}/{x['method']}: non-finite test"
-            " error (diverged)" for x in summaries
-            if not np.isfinite(x["test_mse_h1"])]
-  model_meta = {"architectures": {
-      "dlinear": "DLinear-style: moving-average trend / remainder split,"
-                 f" one linear map each (kernel {config.model.moving_average},"
-                 " capped at L), window relative to its newest row",
-      "mlp": f"MLP {'-'.join(map(str, config.model.hidden))} GELU on the"
-             " flattened window relative to its newest row",
-  }, "output": "one-step (P_out = P = 1)",
-      "optimizer": f"clip_by_global_norm({config.train.clip_norm}) + adamw("
-                   f"{config.train.learning_rate:g}, weight_decay="
-                   f"{config.train.weight_decay:g}), batch"
-                   f" {config.train.batch_size}, {config.train.num_steps} steps",
+  return notes + [f"{x['dataset']}/{x['model']}/{x['method']}: non-finite"
+                  " test error (diverged)" for x in summaries
+                  if not np.isfinite(x["test_mse_h1"])]
+
+
+def model_metadata(config) -> dict[str, Any]:
+  model, train = config.model, config.train
+  return {
+      "architectures": {
+          "dlinear": "DLinear-style: moving-average trend / remainder split,"
+                     f" one linear map each (kernel {model.moving_average},"
+                     " capped at L), window relative to its newest row",
+          "mlp": f"MLP {'-'.join(map(str, model.hidden))} GELU on the"
+                 " flattened window relative to its newest row"},
+      "output": "one-step (P_out = P = 1)",
+      "optimizer": f"clip_by_global_norm({train.clip_norm}) + adamw("
+                   f"{train.learning_rate:g}, weight_decay="
+                   f"{train.weight_decay:g}), batch {train.batch_size},"
+                   f" {train.num_steps} steps",
       "loss": "MSE on z-normalised one-step targets (+ lambda * mean L_JVP);"
               " unroll-k: MSE over k free-running steps"}
-  report = harness.make_report(
-      workdir,
-      paper=PAPER,
-      claim=CLAIM,
-      dataset={"name": ", ".join(config.datasets),
-               "provenance": " | ".join(provenance)},
-      model=model_meta,
-      seeds=list(config.seeds),
-      results=results,
-      paper_results=[
-          {"evaluation_name": "abstract",
-           "statement": "Experiments on time series forecasting tasks show"
-                        " that the regularization improves predictive accuracy."
-                        " No numbers are given in the abstract."},
-          {"evaluation_name": "spec expectation (not the paper's)",
-           "statement": "TF + L_JVP beats TF at long horizons at similar"
-                        " one-step error, for about one extra JVP per step."},
-      ],
-      checks=checks,
-      figures=figures,
-      notes=notes,
-      extra_run_data={"summaries": summaries},
-  )
-  workdir.write_report(report)
+
+
+def validate(config):
+  """Training runs in jitted chunks of ``log_every`` steps."""
+  if (config.train.num_steps % config.log_every
+      or config.checkpoint_every % config.log_every):
+    raise ValueError(
+        "train.num_steps and checkpoint_every must be multiples of log_every"
+        f" (the training chunk); got {config.train.num_steps},"
+        f" {config.checkpoint_every}, {config.log_every}.")
 
 
 if __name__ == "__main__":
-  harness.run(main, name="rollout")
+  harness.run(main, name="rollout", validate=validate)

@@ -8,19 +8,18 @@ Smoke test (under a minute)::
 
   python -m experiments.emo --config experiments/configs/emo.py:smoke
 
-Setup from the EMO spec's CPU reproduction, shrunk to fit the budget: a
-2-layer decoder (d = 64, 4 heads, context 128) whose FFNs are MoE layers of
-31 routed SwiGLU experts (hidden 64) plus one shared expert, k = 3; EMO
-draws each document's pool from U{4..31} per layer (the authors' U[8, 128]
-at k = 7, rescaled), the standard MoE routes per token. Both train on the
-same batches (16 x 128 bytes packed with EOS, code / prose / arithmetic /
-CSV) with AdamW (lr 3e-3, betas 0.9 / 0.95, weight decay 0.1 except
-embeddings, warmup + cosine, clip 1), CE + 1e-5 LM z-loss + (0.1 / layers)
-load balancing + (0.001 / layers) router z-loss. Then, per domain, the
-greedy layerwise selector keeps 25% (8 of 32: 7 routed + shared) and
-12.5% (4: 3 + shared) of the experts from a few calibration documents, and
-held-out bits per byte of the pruned models are compared with the full
-models (and with random subsets of the same size).
+Our CPU-scale setup (docs/emo.md): a 2-layer decoder (d = 64, 4 heads,
+context 128) whose FFNs are MoE layers of 31 routed SwiGLU experts (hidden
+64) plus one shared expert, k = 3; EMO draws each document's pool from
+U{4..31} per layer (the authors' U[8, 128] at k = 7, rescaled), the standard
+MoE routes per token. Both train on the same batches (16 x 128 bytes packed
+with EOS, code / prose / arithmetic / CSV) with AdamW (lr 3e-3, betas 0.9 /
+0.95, weight decay 0.1 except embeddings, warmup + cosine, clip 1), CE +
+1e-5 LM z-loss + (0.1 / layers) load balancing + (0.001 / layers) router
+z-loss. Then, per domain, the greedy layerwise selector keeps 25% (8 of 32:
+7 routed + shared) and 12.5% (4: 3 + shared) of the experts from a few
+calibration documents, and held-out bits per byte of the pruned models are
+compared with the full models (and with random subsets of the same size).
 """
 
 import ml_collections

@@ -8,7 +8,7 @@ Smoke test (under a minute)::
 
   python -m experiments.eoss --config experiments/configs/eoss.py:smoke
 
-Setup from the EoSS spec's label-noise protocol: all 1797 digits, 20% of
+Our CPU-scale label-noise protocol (docs/eoss.md): all 1797 digits, 20% of
 labels redrawn uniformly, MLP 64-256-256-10 (ReLU, Kaiming-normal x 0.2),
 squared error on one-hot targets (summed over outputs, mean over samples),
 plain SGD at constant step size. Noise memorisation keeps the loss from

@@ -8,15 +8,16 @@ Smoke test (under a minute)::
 
   python -m experiments.rollout --config experiments/configs/rollout.py:smoke
 
-Setup from the rollout-consistency spec (a reconstruction; the paper's text
-was not available) and issue 4: one-step forecasters (P_out = P = 1) on
-statsmodels' co2, sunspots and elnino series and a generated Lorenz-96
-system, split 70/10/20 in time and z-normalised with training statistics.
-Each forecaster is trained with teacher forcing (lambda = 0), teacher forcing
-plus lambda * L_JVP for each lambda of the sweep, and k-step unrolled
-training; free-running test MSE is reported at several horizons, mean and
-standard error over seeds. Budget cuts against the spec (3000 steps, MLP
-2x128): 1500 steps and MLP 2x64.
+The protocol is our reconstruction (the paper's text was not located; see
+docs/rollout_consistency.md) plus issue 4: one-step forecasters
+(P_out = P = 1) on statsmodels' co2, sunspots and elnino series and a
+generated Lorenz-96 system, split 70/10/20 in time and z-normalised with
+training statistics. Each forecaster is trained with teacher forcing
+(lambda = 0), teacher forcing plus lambda * L_JVP for each lambda of the
+sweep, and k-step unrolled training; free-running test MSE is reported at
+several horizons, mean and standard error over seeds. Cuts for the CPU
+budget against that protocol (3000 steps, MLP 2x128): 1500 steps and MLP
+2x64.
 """
 
 import ml_collections

@@ -131,7 +131,11 @@ class Workdir:
     if self.is_writer:
       os.makedirs(self.path, exist_ok=True)
       self._lock()
-      self._check_recorded_config(overwrite)
+      try:
+        self._check_recorded_config(overwrite)
+      except WorkdirError:
+        self.close()
+        raise
 
   # ------------------------------------------------------------ integrity --
 
@@ -275,7 +279,7 @@ class Workdir:
     cached = _read_stage(path, self.config_hash)
     if cached is not None:
         return cached[0]
-    value = json.loads(json.dumps(compute(), default=to_python))
+    value = json.loads(json.dumps(compute(), default=_json_default))
     if self.is_writer:
       os.makedirs(os.path.dirname(path), exist_ok=True)
       write_json_atomic(path, {"config_hash": self.config_hash,
@@ -366,13 +370,18 @@ def write_json_atomic(path: str, value: Any, **dump_kwargs: Any) -> None:
   """Writes JSON through a temporary file, so a reader never sees half of it."""
   tmp = path + ".tmp"
   with open(tmp, "w") as f:
-    json.dump(value, f, default=to_python, **dump_kwargs)
+    json.dump(value, f, default=_json_default, **dump_kwargs)
     f.flush()
     os.fsync(f.fileno())
   os.replace(tmp, path)
 
 
 def to_python(value: Any) -> Any:
+  """Arrays and numpy scalars as lists and Python numbers; the rest unchanged."""
+  return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _json_default(value: Any) -> Any:
   if hasattr(value, "tolist"):
     return value.tolist()
   raise TypeError(f"cannot write {type(value).__name__} as JSON.")

@@ -2,8 +2,9 @@
 
 Balanced quadtrees built under ``jit`` from dense fields, leaf tokens in
 uniform and native storage, 3-axis rotary embeddings over (x, y, scale),
-cell-space regridding for rollouts, and the WAMRViT (uniform and native
-storage) / uniform ViT models.
+cell-space regridding, the WAMRViT (uniform and native storage) / uniform ViT
+models, and their inference rollouts with regridding
+(:mod:`jaxpapers.amr.rollout`).
 :mod:`jaxpapers.amr.reference` holds the slow Python reference that tests and
 benchmarks compare against.
 """
@@ -22,6 +23,13 @@ from jaxpapers.amr.quadtree import make_geometry
 from jaxpapers.amr.quadtree import Quadtree
 from jaxpapers.amr.quadtree import truncate
 from jaxpapers.amr.regrid import regrid
+from jaxpapers.amr.rollout import bucket_size
+from jaxpapers.amr.rollout import build_meshes
+from jaxpapers.amr.rollout import MeshConfig
+from jaxpapers.amr.rollout import native_rollout
+from jaxpapers.amr.rollout import quadtree_rollout
+from jaxpapers.amr.rollout import regrid_native
+from jaxpapers.amr.rollout import RolloutStep
 from jaxpapers.amr.rope import rope_3d
 from jaxpapers.amr.tokens import detokenize
 from jaxpapers.amr.tokens import tokenize

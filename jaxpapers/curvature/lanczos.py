@@ -9,8 +9,9 @@ costs ``(max_iters + 1) x num_params`` memory, plus a dense
 ``max_iters`` in the low hundreds), and buys the square-root dependence on
 the spectral gap that power iteration lacks.
 
-Reconstruction note (EoSS spec): the authors use LOBPCG (k = 1) and power
-iteration; we offer Lanczos in LOBPCG's place. Both return the algebraically
+Reconstruction note (``docs/eoss.md``): the authors' code
+(github.com/arseniqum/edge-of-stochastic-stability) uses LOBPCG (k = 1) and
+power iteration; we offer Lanczos in LOBPCG's place. Both return the algebraically
 largest eigenvalue of the Krylov space explored; power iteration returns the
 eigenvalue of largest magnitude, recorded with its sign.
 """

@@ -1,7 +1,8 @@
 """scikit-learn's bundled handwritten digits (1797 8x8 images, 10 classes).
 
 The data ship inside the scikit-learn wheel, so nothing is downloaded.
-Preprocessing follows the EoSS spec: pixels / 16, then each feature
+Preprocessing is our CPU-scale substitute for the EoSS paper's image data
+(``docs/eoss.md``): pixels / 16, then each feature
 standardised (constant features become 0), one-hot targets, and optional
 symmetric label noise that replaces a fraction of labels by uniformly random
 classes (a replaced label may by chance equal the true one).

@@ -1,6 +1,6 @@
 """A multi-domain byte-level corpus from data that ships or is generated.
 
-Four domains, the EMO spec's CPU setup:
+Four domains, the data of our CPU-scale EMO study (``docs/emo.md``):
 
 * ``code``: the standard library's ``.py`` files (:mod:`jaxpapers.data.text`);
 * ``prose``: Python's documentation topics (``pydoc_data.topics``);

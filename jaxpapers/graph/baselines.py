@@ -3,8 +3,9 @@
 * :func:`frozen` -- the source model, never adapted.
 * :func:`tent` -- Tent (Wang et al., 2021): BatchNorm uses the statistics of
   the graph at hand, and its scale and shift take Adam steps on the mean
-  prediction entropy of each target domain (EMC spec: ``adam(1e-3)``, one
-  step per domain). Adam's state carries over from domain to domain.
+  prediction entropy of each target domain (our EMC protocol,
+  ``docs/emc.md``: ``adam(1e-3)``, one step per domain). Adam's state
+  carries over from domain to domain.
 * :func:`im_adaptation` -- "direct adaptation", GCAL without its memory:
   every parameter takes ``epochs`` steps of Adam with L2 (1e-2, 1e-4) on the
   information-maximisation loss of the current domain only, BatchNorm in

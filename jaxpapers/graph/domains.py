@@ -4,22 +4,25 @@ Two sequences, each a source domain (index 0, split 60/20/20 into train /
 validation / test nodes) followed by unlabelled target domains that drift
 further and further from it:
 
-* :func:`csbm_sequence` -- a contextual stochastic block model (the EMC
-  spec's CPU-scale setting): Gaussian features around class means that rotate
-  by ``rotation_deg * t`` in a fixed random plane and shift by
-  ``offset * t * u``; the within-class edge probability decays by 10% per
-  domain. Edges are drawn with numpy, one Bernoulli per node pair, which is
-  the distribution of ``networkx.stochastic_block_model`` (networkx is not a
-  dependency).
+* :func:`csbm_sequence` -- a contextual stochastic block model (the
+  CPU-scale setting of our EMC protocol, ``docs/emc.md``): Gaussian
+  features around class means that rotate by ``rotation_deg * t`` in a
+  fixed random plane and shift by ``offset * t * u``; the within-class edge
+  probability decays by 10% per domain. Edges are drawn with numpy, one
+  Bernoulli per node pair, which is the distribution of
+  ``networkx.stochastic_block_model`` (networkx is not a dependency).
 * :func:`digits_sequence` -- scikit-learn's handwritten digits: each domain
   takes its own random subset of images, rotates the 8x8 (standardised)
   images by ``rotation_deg * t`` and adds pixel noise of std
   ``noise * t``; nodes are joined to their k nearest neighbours in the
   distorted feature space, so the graph degrades with the features.
 
-Everything is numpy and a pure function of the seed.
+Everything is numpy and a pure function of the seed. :class:`PaddedDomains`
+pads the graphs of several sequences to one static shape, so one compiled
+adaptation step serves every domain and seed.
 """
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -28,6 +31,8 @@ from jaxpapers.data.digits import load_digits
 from jaxpapers.data.digits import NUM_CLASSES as DIGITS_NUM_CLASSES
 from jaxpapers.graph.graphs import GraphsTuple
 from jaxpapers.graph.graphs import make_graph
+from jaxpapers.graph.graphs import pad_graph
+from jaxpapers.graph.graphs import padded_size
 from jaxpapers.graph.graphs import symmetrize
 
 
@@ -82,8 +87,8 @@ def csbm_sequence(*, num_domains: int = 9, num_nodes: int = 2000,
   """Contextual SBM domains 0..num_domains-1 with drifting class means.
 
   Args:
-    num_domains: source plus targets (the spec: 8 domains; we default to a
-      source and 8 targets).
+    num_domains: source plus targets (default: a source and 8 targets, the
+      protocol of ``docs/emc.md``).
     num_nodes: nodes per domain, split evenly across classes.
     num_classes: C.
     feature_width: feature dimension.
@@ -199,3 +204,37 @@ def digits_sequence(*, num_domains: int = 9, nodes_per_domain: int = 1000,
       " distorted features"
   )
   return DomainSequence(domains, DIGITS_NUM_CLASSES, provenance)
+
+
+class PaddedDomains:
+  """The domains of several sequences (one per seed) padded to one static shape.
+
+  Node and edge counts are the largest over every domain of every sequence,
+  rounded up to a multiple of ``multiple``; ``graphs[seed][t]`` is domain
+  ``t`` of ``sequences[seed]`` padded, and :meth:`node_array` pads a per-node
+  array (labels, masks) to match.
+
+  Example:
+    >>> seq = csbm_sequence(num_domains=2, num_nodes=40, seed=0)
+    >>> padded = PaddedDomains({0: seq}, multiple=64)
+    >>> padded.num_nodes, padded.node_array(seq.domains[0].labels).shape
+    (64, (64,))
+  """
+
+  def __init__(self, sequences: dict[int, DomainSequence], multiple: int):
+    every = [d.graph for s in sequences.values() for d in s.domains]
+    self.num_nodes = padded_size(max(int(g.n_node.sum()) for g in every),
+                                 multiple)
+    self.num_edges = padded_size(max(int(g.n_edge.sum()) for g in every),
+                                 multiple)
+    pad = functools.partial(pad_graph, num_nodes=self.num_nodes,
+                            num_edges=self.num_edges)
+    self.graphs = {seed: [pad(d.graph) for d in s.domains]
+                   for seed, s in sequences.items()}
+    self.sequences = sequences
+
+  def node_array(self, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per real node) followed by zeros on the padding nodes."""
+    out = np.zeros((self.num_nodes,), values.dtype)
+    out[: values.shape[0]] = values
+    return out

@@ -5,8 +5,8 @@ available. Its abstract fixes the properties (training-free, test-time; each
 domain distilled into a compact memory by the closed-form solution of a
 memory-oriented distribution-matching objective; state-evolving memories
 across domains); what the memory is, the closed form, the state evolution and
-how the memory changes predictions are our design (``shared/papers/emc.md``),
-not the paper's equations.
+how the memory changes predictions are our design (``docs/emc.md``), not
+the paper's equations.
 
 A frozen source GCN gives embeddings ``H = h(A, X)`` and logits ``g(H)``. The
 state holds ``m`` memory slots ``M`` in embedding space, each with a class,
@@ -34,8 +34,8 @@ the prior ``M~`` used for the latest domain, and the previous memory.
   ``s_c = max_{j: y_j = c} cos(H, M_j) / tau``; ``"coral"`` aligns the target
   embedding moments to the source ones before ``g``; ``"bn"`` is ``"proto"``
   on an encoder whose BatchNorm statistics are re-estimated on the target
-  graph (the spec's "target union memory" cannot enter BatchNorm because the
-  memory lives after the last BatchNorm; this part is our choice).
+  graph (re-estimating them on "target union memory" is impossible because
+  the memory lives after the last BatchNorm; this part is our choice).
 * ``adapt="im_replay"`` (not training-free): one Adam step on the classifier
   ``g`` with GCAL's information-maximisation loss on ``H_t`` plus 0.1 x the
   cross-entropy of ``g`` on the memory slots.
@@ -95,7 +95,7 @@ COVARIANCE_SHRINKAGE = 1e-3
 
 @dataclasses.dataclass(frozen=True)
 class EMCOptions:
-  """Static options of EMC (the spec's defaults)."""
+  """Static options of EMC (our reconstruction's defaults, ``docs/emc.md``)."""
 
   evolve: str = "ema"
   predict: str = "proto"

@@ -28,7 +28,7 @@ Differences from GCAL's code: no dropout during adaptation (deterministic);
 the memory size ``m`` is fixed from the source graph at :func:`init` (static
 shapes; GCAL uses 5% of each target graph, the same here since our domains
 have equal sizes); GCAL's released defaults never generate memory (test
-epochs 1 < warmup 5), so, as the EMC spec asks, we run it with warmup 0.
+epochs 1 < warmup 5), so we run it with warmup 0 (``docs/emc.md``).
 """
 
 import dataclasses

@@ -186,8 +186,8 @@ def validated(graph: GraphsTuple, name: str, *,
   check_graph(graph, name, feature_width=feature_width)
 
   def replicate(x):
-    spec = jax.typeof(x).sharding.spec
-    if any(axis is not None for axis in spec):
+    mesh_axes = jax.typeof(x).sharding.spec  # one entry per array dimension
+    if any(axis is not None for axis in mesh_axes):
       return jax.sharding.reshard(x, jax.P())
     return x
 

@@ -8,11 +8,11 @@ the next prediction under free running; the practical loss is a first-order
 surrogate that penalises the Jacobian-vector product of the predictor along
 the actual feedback perturbation, which sidesteps designing a
 residual-to-state alignment operator when state and output block differ in
-shape or layout. Reconstruction (ours, from ``shared/papers/
-rollout_consistency.md``): the squared norm, the normalisation by the block
-size, every flag and default (``stop_gradient``, ``normalize``,
-``feedback_len``, ``linearize_at``, ``direction``), the default feedback, and
-the exact finite-difference form used to validate the surrogate.
+shape or layout. Our reconstruction (see ``docs/rollout_consistency.md``):
+the squared norm, the normalisation by the block size, every flag and
+default (``stop_gradient``, ``normalize``, ``feedback_len``,
+``linearize_at``, ``direction``), the default feedback, and the exact
+finite-difference form used to validate the surrogate.
 
 For a forecaster :math:`f_\theta` mapping a state :math:`s` (e.g. a lookback
 window) to a block of :math:`P_\text{out}` rows, a state update
@@ -299,7 +299,8 @@ def rollout_consistency(
     (8,)
 
   References:
-    Local rollout consistency (2026 preprint; abstract only, reconstruction).
+    Local rollout consistency (2026 preprint; abstract only, reconstruction:
+    ``docs/rollout_consistency.md``).
     Pervez & Locatello, JVP penalties on transient amplification of rollouts,
     https://arxiv.org/abs/2605.08856.
   """

@@ -1,4 +1,6 @@
-"""The EMA-Nesterov LM experiment: resume after a crash, step counting, claims."""
+"""The EMA-Nesterov LM experiment: resume, divergence, config checks, claims."""
+
+import math
 
 import jax.numpy as jnp
 import pytest
@@ -21,6 +23,21 @@ def _tiny_config():
   return config
 
 
+def _tiny_data(config):
+  corpus = lm.load_corpus(source_files=2, valid_fraction=0.2)
+  return (jnp.asarray(corpus.train),
+          lm.validation_windows(corpus.valid, 8, config.model.length))
+
+
+def _train(path, config, data):
+  workdir = harness.Workdir(str(path), config, "ema_nesterov")
+  try:
+    return ema_nesterov.train_run(config, workdir, data, "adamw+ema", seed=1,
+                                  beta=0.7, gamma=0.5)
+  finally:
+    workdir.close()
+
+
 class _Crash(Exception):
   pass
 
@@ -29,14 +46,8 @@ class _Crash(Exception):
 def test_run_resumed_after_a_crash_equals_the_uninterrupted_run(tmp_path,
                                                                 monkeypatch):
   config = _tiny_config()
-  setup = ema_nesterov.Setup.from_config(config)
-  corpus = lm.load_corpus(source_files=2, valid_fraction=0.2)
-  arrays = (jnp.asarray(corpus.train),
-            lm.validation_windows(corpus.valid, 8, setup.length))
-  run = lambda path: ema_nesterov.train_run(
-      setup, harness.Workdir(str(path), config, "ema_nesterov"), arrays,
-      "adamw+ema", seed=1, beta=0.7, gamma=0.5)
-  straight = run(tmp_path / "straight")
+  data = _tiny_data(config)
+  straight = _train(tmp_path / "straight", config, data)
   assert [r["step"] for r in straight] == [0, 5, 10, 15, 20]
 
   chunk = ema_nesterov._train_chunk  # pylint: disable=protected-access
@@ -50,12 +61,55 @@ def test_run_resumed_after_a_crash_equals_the_uninterrupted_run(tmp_path,
 
   monkeypatch.setattr(ema_nesterov, "_train_chunk", crash_on_the_fourth_chunk)
   with pytest.raises(_Crash):
-    run(tmp_path / "resumed")
+    _train(tmp_path / "resumed", config, data)
   monkeypatch.setattr(ema_nesterov, "_train_chunk", chunk)
-  assert run(tmp_path / "resumed") == straight
+  assert _train(tmp_path / "resumed", config, data) == straight
   # The lookahead was on (anchor != gradient point) while training ran.
   on = [r for r in straight if 0 < r["step"] < 20]
   assert any(r["valid_bpb"] != r["valid_bpb_at_gradient_point"] for r in on)
+
+
+@pytest.mark.usefixtures("standard_dtype_promotion")  # optax.adamw
+def test_a_diverged_run_stops_and_is_not_continued(tmp_path, monkeypatch):
+  config = _tiny_config()
+  data = _tiny_data(config)
+  valid_loss = ema_nesterov._valid_loss  # pylint: disable=protected-access
+  calls = []
+
+  def nan_from_step_10(params, windows, **kwargs):
+    calls.append(1)
+    loss = valid_loss(params, windows, **kwargs)
+    return loss * jnp.nan if len(calls) > 4 else loss  # two calls per step
+
+  monkeypatch.setattr(ema_nesterov, "_valid_loss", nan_from_step_10)
+  records = _train(tmp_path / "wd", config, data)
+  assert [r["step"] for r in records] == [0, 5, 10]
+  assert math.isnan(records[-1]["valid_bpb"])
+  num_calls = len(calls)
+  assert _train(tmp_path / "wd", config, data) == records
+  assert len(calls) == num_calls  # the rerun returned the stopped run as is
+
+
+def test_validate_rejects_evaluations_off_the_checkpoints():
+  for arg in (None, "smoke"):
+    ema_nesterov.validate(ema_config.get_config(arg))
+  config = ema_config.get_config("smoke")
+  config.checkpoint_every = 15
+  with pytest.raises(ValueError, match="checkpoint_every=15"):
+    ema_nesterov.validate(config)
+  config = ema_config.get_config("smoke")
+  config.data.valid_windows = 12
+  with pytest.raises(ValueError, match="valid_windows=12"):
+    ema_nesterov.validate(config)
+
+
+def test_invalid_config_is_refused_before_anything_is_written(tmp_path):
+  out = testing.run("ema_nesterov", [
+      "--config", "experiments/configs/ema_nesterov.py:smoke",
+      "--config.num_steps=45"], tmp_path / "wd")
+  assert out.returncode == 2
+  assert "num_steps=45 must be a multiple of eval_every=10" in out.stderr
+  assert not (tmp_path / "wd").exists()
 
 
 def test_steps_to_reach_interpolates_between_evaluations():
@@ -83,16 +137,20 @@ def test_claim_checks_follow_the_numbers(ema_final, passes):
   summary = ema_nesterov.summarize(by_method, [0, 1])
   grid = [{"beta": 0.5, "gamma": 0.0, "final_bpb": 2.0},
           {"beta": 0.5, "gamma": 0.9, "final_bpb": 1.9}]
-  checks = {c["name"]: c["passed"]
+  checks = {c["id"]: c["passed"]
             for c in ema_nesterov.evaluate_claim(summary, grid, 2)}
-  assert checks["adamw+EMA-Nesterov: lower final validation loss than adamw"] is passes
-  assert checks["adamw+EMA-Nesterov: reaches adamw's final loss in fewer steps"] is passes
-  assert checks["adamw+EMA-Nesterov beats schedule-free AdamW"] is passes
-  assert checks["muon+EMA-Nesterov: reaches muon's final loss in fewer steps"]
-  assert checks["adamw+EMA-Nesterov beats multi-step lookahead (optax.lookahead)"]
-  assert checks["grid: the best gamma>0 beats the best short-horizon gamma=0"]
+  assert checks["adamw_ema_lowers_final_loss"] is passes
+  assert checks["adamw_ema_fewer_steps"] is passes
+  assert checks["adamw_ema_beats_schedule_free"] is passes
+  assert checks["muon_ema_lowers_final_loss"] is True
+  assert checks["muon_ema_fewer_steps"] is True
+  assert checks["adamw_ema_beats_lookahead"] is True
+  assert checks["grid_long_horizon_beats_gamma0"] is True
   # Linear curves from 4 to 1.7 reach muon's final 1.8 at 100 * 2.2 / 2.3.
   assert summary["muon+ema"]["steps_ratio"] == pytest.approx(2.2 / 2.3)
+  assert summary["adamw+ema"]["final_minus_reference"] == pytest.approx(
+      ema_final - 2.0)
+  assert summary["lookahead"]["reached_in"] == 0
 
 
 @pytest.mark.slow
@@ -100,8 +158,17 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   report = testing.run_smoke("ema_nesterov", tmp_path)
   run_data = report["run_data"]
   assert run_data["figures"] == ["valid_loss_vs_step.png", "grid_beta_gamma.png"]
-  assert len(run_data["checks"]) == 7
+  assert {c["id"] for c in run_data["checks"]} == {
+      "adamw_ema_lowers_final_loss", "adamw_ema_fewer_steps",
+      "muon_ema_lowers_final_loss", "muon_ema_fewer_steps",
+      "adamw_ema_beats_lookahead", "adamw_ema_beats_schedule_free",
+      "grid_long_horizon_beats_gamma0"}
   assert set(run_data["summary"]) == set(ema_nesterov.METHODS)
   # 40 steps of training take every method well below the uniform 8 bits/byte.
   for s in run_data["summary"].values():
     assert 3.0 < s["final_bpb"] < 7.0
+  # Every run was measured at step 0 and after each of its 4 chunks.
+  metrics = testing.read_metrics(tmp_path / "smoke")
+  assert len(metrics) == 1 + 2 + len(ema_nesterov.METHODS)
+  assert all([r["step"] for r in m] == [0, 10, 20, 30, 40]
+             for m in metrics.values())

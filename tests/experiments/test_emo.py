@@ -1,7 +1,8 @@
-"""The EMO binary: claim checks, summaries, resume after SIGKILL, smoke run."""
+"""The EMO binary: claim checks, summaries, validation, resume, smoke run."""
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -41,6 +42,11 @@ def test_mutual_information_of_usage_is_zero_to_one():
   assert emo.domain_mutual_information(half) == pytest.approx(expected)
 
 
+CHECK_IDS = ("full_models_about_equal", "standard_degrades_more_at_25pct",
+             "standard_degrades_more_at_12_5pct", "emo_barely_moves_at_25pct",
+             "emo_usage_more_domain_specific")
+
+
 @pytest.mark.parametrize("emo_deltas,std_deltas,expected", [
     ((0.01, 0.05), (0.2, 0.5), [True, True, True, True, True]),
     ((0.1, 0.3), (0.15, 0.5), [True, False, False, False, True]),
@@ -56,13 +62,42 @@ def test_claim_checks_follow_the_numbers(emo_deltas, std_deltas, expected):
   assert summary["standard"]["code"]["random_delta_0.125"][0] == pytest.approx(
       2 * std_deltas[1])
   checks = emo.evaluate_claim(summary, _config())
-  assert [c["passed"] for c in checks] == expected
+  checks = {c["id"]: c["passed"] for c in checks}
+  assert checks == dict(zip(CHECK_IDS, expected))
+
+
+@pytest.mark.parametrize("field,value", [
+    ("models", ("emo",)), ("models", ("standard", "emo", "dense")),
+    ("checkpoint_every", 25)])
+def test_validate_rejects_configs_the_binary_cannot_run(field, value):
+  emo.validate(emo_config.get_config())
+  emo.validate(emo_config.get_config("smoke"))
+  config = emo_config.get_config()
+  config[field] = value
+  with pytest.raises(ValueError, match=field):
+    emo.validate(config)
 
 
 @pytest.mark.slow
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   # Step 30 is past the step-20 checkpoint.
-  testing.assert_resume_matches("emo", SMOKE, tmp_path, "standard_seed0.jsonl", 30)
+  straight, resumed = testing.assert_resume_matches(
+      "emo", SMOKE, tmp_path, "standard_seed0.jsonl", 30)
+  assert _stage(straight, "emo_seed0_eval") == _stage(resumed, "emo_seed0_eval")
+  # A finished workdir restores its models and reads its evaluations back.
+  stage = straight / "stages" / "emo_seed0_eval.json"
+  written = os.stat(stage).st_mtime_ns
+  again = testing.run("emo", SMOKE, straight)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "resumed at step 40 (finished)" in again.stderr
+  assert os.stat(stage).st_mtime_ns == written
+  assert (testing.read_report(straight)["run_data"]["results"]
+          == testing.read_report(resumed)["run_data"]["results"])
+
+
+def _stage(workdir, name):
+  with open(workdir / "stages" / f"{name}.json") as f:
+    return json.load(f)["value"]
 
 
 @pytest.mark.slow
@@ -71,7 +106,7 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   workdir = tmp_path / "smoke"
   run_data = report["run_data"]
   assert len(run_data["figures"]) == 2
-  assert len(run_data["checks"]) == 5
+  assert [c["id"] for c in run_data["checks"]] == list(CHECK_IDS)
   summary = run_data["summary"]
   for kind in ("standard", "emo"):
     full = summary[kind]["mean"]["full_bpb"][0]
@@ -79,8 +114,7 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
     # Keeping fewer experts never helps much: 12.5% costs more than 25%.
     assert (summary[kind]["mean"]["delta_0.125"][0]
             > summary[kind]["mean"]["delta_0.25"][0])
-  with open(workdir / "metrics" / "emo_seed0_eval.jsonl") as f:
-    evals = [json.loads(line) for line in f]
+  evals = _stage(workdir, "emo_seed0_eval")
   assert [r["domain"] for r in evals] == ["code", "prose", "arithmetic", "csv"]
   for r in evals:
     usage = np.asarray(r["usage"])

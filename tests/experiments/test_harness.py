@@ -1,4 +1,4 @@
-"""The experiment harness: metrics, checkpoints, reports."""
+"""The experiment harness in-process: metrics, checkpoints, the loop, stages, report, stats."""
 
 import json
 import os
@@ -11,15 +11,19 @@ import pytest
 
 from experiments import checkpointing
 from experiments import harness
+from experiments.harness import workdir as workdir_lib
 
 
-def _workdir(tmp_path):
+@pytest.fixture
+def workdir(tmp_path):
   config = ml_collections.ConfigDict({"seed": 3, "lr": 0.1})
-  return harness.Workdir(str(tmp_path / "wd"), config, "toy")
+  wd = harness.Workdir(str(tmp_path / "wd"), config, "toy")
+  yield wd
+  wd.close()
 
 
-def test_metrics_roundtrip_and_truncate_after(tmp_path):
-  writer = _workdir(tmp_path).metrics("run")
+def test_metrics_roundtrip_truncate_and_torn_last_line(workdir):
+  writer = workdir.metrics("run")
   for step in range(0, 50, 10):
     writer.write(step, loss=jnp.float32(step / 10), nan=float("nan"))
   writer.truncate_after(20)
@@ -27,8 +31,24 @@ def test_metrics_roundtrip_and_truncate_after(tmp_path):
   assert [r["step"] for r in records] == [0, 10, 20]
   assert records[2]["loss"] == pytest.approx(2.0)
   assert np.isnan(records[0]["nan"])  # NaN stays visible, not dropped
+  with open(writer.path, "a") as f:
+    f.write('{"step": 30, "lo')  # a kill in the middle of a write
+  assert [r["step"] for r in writer.read()] == [0, 10, 20]
+  writer.truncate_after(100)
+  with open(writer.path) as f:
+    assert f.read().count("\n") == 3  # the torn line is gone from the file
   writer.truncate_after(-1)
   assert writer.read() == []
+
+
+def test_metrics_damaged_in_the_middle_is_an_error(workdir):
+  writer = workdir.metrics("run")
+  writer.write(0, loss=1.0)
+  with open(writer.path, "a") as f:
+    f.write("garbage\n")
+  writer.write(1, loss=2.0)
+  with pytest.raises(harness.WorkdirError, match="line 2 is not JSON"):
+    writer.read()
 
 
 def test_checkpoint_restores_into_abstract_target_with_new_sharding(tmp_path):
@@ -40,12 +60,12 @@ def test_checkpoint_restores_into_abstract_target_with_new_sharding(tmp_path):
   ckpt.save(7, state)
   ckpt.save(9, state)
   assert ckpt.latest_step() == 9
-  # Restore onto a single device: the target carries the new sharding.
   one_device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
   target = {"w": jax.ShapeDtypeStruct((16,), jnp.float32, sharding=one_device),
             "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=one_device)}
-  restored = ckpt.restore(target)
+  restored, step, finished = ckpt.restore_verified(target)
   ckpt.close()
+  assert step == 9 and not finished
   np.testing.assert_array_equal(restored["w"], np.arange(16.0))
   assert restored["w"].sharding == one_device
   assert int(restored["step"]) == 7
@@ -55,38 +75,164 @@ def test_restore_without_checkpoint_is_a_named_error(tmp_path):
   ckpt = checkpointing.Checkpointer(str(tmp_path / "empty"))
   with pytest.raises(FileNotFoundError, match="no checkpoint to restore"):
     ckpt.restore({"w": jax.ShapeDtypeStruct((2,), jnp.float32)})
+  assert ckpt.restore_verified({"w": jax.ShapeDtypeStruct((2,), jnp.float32)}) is None
 
 
-def test_report_has_the_three_blocks_and_renders(tmp_path):
-  workdir = _workdir(tmp_path)
-  report = harness.make_report(
-      workdir,
+def test_restore_verified_skips_another_configs_and_unacceptable_steps(tmp_path):
+  directory = str(tmp_path / "ckpt")
+  target = {"w": jax.ShapeDtypeStruct((3,), jnp.float32)}
+  ckpt = checkpointing.Checkpointer(directory, max_to_keep=5, config_hash="a")
+  for step in (1, 2):
+    ckpt.save(step, {"w": jnp.full(3, float(step))})
+  ckpt.close()
+  other = checkpointing.Checkpointer(directory, max_to_keep=5, config_hash="b")
+  other.save(3, {"w": jnp.full(3, 3.0)}, finished=True)
+  other.close()
+  ckpt = checkpointing.Checkpointer(directory, max_to_keep=5, config_hash="a")
+  state, step, _ = ckpt.restore_verified(target, acceptable=lambda s: s != 2)
+  assert step == 1 and float(state["w"][0]) == 1.0
+  assert ckpt.all_steps() == [1]  # the foreign and the unacceptable are gone
+  ckpt.close()
+
+
+def _counting_chunk(calls, stop_at=None):
+  def chunk(state, step):
+    calls.append(step)
+    state = {"w": state["w"] + 1.0}
+    return harness.Chunk(state, step + 10, {"w": float(state["w"][0])},
+                         stop=stop_at is not None and step + 10 >= stop_at)
+  return chunk
+
+
+def test_train_resumes_state_and_drops_later_metrics(workdir):
+  init = {"w": jnp.zeros(3)}
+  calls = []
+  result = workdir.train("r", init, _counting_chunk(calls), num_steps=50,
+                         checkpoint_every=20)
+  assert calls == [0, 10, 20, 30, 40]
+  assert [r["step"] for r in result.records] == [10, 20, 30, 40, 50]
+  # A kill after step 50's record but before its checkpoint: resume at 40.
+  ckpt = workdir.checkpointer("r")
+  ckpt._manager.delete(50)  # pylint: disable=protected-access
+  ckpt.close()
+  calls.clear()
+  again = workdir.train("r", init, _counting_chunk(calls), num_steps=50,
+                        checkpoint_every=20)
+  assert calls == [40]
+  assert again.records == result.records
+  np.testing.assert_array_equal(again.state["w"], np.full(3, 5.0))
+
+
+def test_finished_and_stopped_runs_are_not_continued(workdir):
+  init = {"w": jnp.zeros(2)}
+  calls = []
+  first = workdir.train("s", init, _counting_chunk(calls, stop_at=20),
+                        num_steps=100, checkpoint_every=50,
+                        initial=lambda s: (s, {"w": 0.0}))
+  assert calls == [0, 10]
+  assert [r["step"] for r in first.records] == [0, 10, 20]
+  calls.clear()
+  again = workdir.train("s", init, _counting_chunk(calls), num_steps=100,
+                        checkpoint_every=50)
+  assert calls == []  # stopped at 20: a rerun does not train past it
+  assert again.records == first.records
+  np.testing.assert_array_equal(again.state["w"], np.full(2, 2.0))
+
+
+def test_stage_caches_and_recomputes_damaged_or_foreign(workdir, tmp_path):
+  calls = []
+
+  def compute():
+    calls.append(1)
+    return {"x": np.float32(1.5), "v": np.arange(3)}
+
+  assert workdir.stage("e", compute) == {"x": 1.5, "v": [0, 1, 2]}
+  assert workdir.stage("e", compute) == {"x": 1.5, "v": [0, 1, 2]}
+  assert len(calls) == 1
+  path = os.path.join(workdir.path, "stages", "e.json")
+  with open(path) as f:
+    stored = json.load(f)
+  stored["value"]["x"] = 9.0  # damaged: the digest no longer matches
+  with open(path, "w") as f:
+    json.dump(stored, f)
+  assert workdir.stage("e", compute)["x"] == 1.5 and len(calls) == 2
+  with open(path, "w") as f:
+    f.write('{"config_hash": ')  # torn
+  assert workdir.stage("e", compute)["x"] == 1.5 and len(calls) == 3
+  workdir.close()
+  other = harness.Workdir(workdir.path, workdir.config, "toy")
+  other.config_hash = "another"  # as a stage made by another config
+  assert other.stage("e", compute)["x"] == 1.5 and len(calls) == 4
+  other.close()
+
+
+def test_one_run_per_workdir(workdir):
+  with pytest.raises(harness.WorkdirError, match=f"in use by pid {os.getpid()}"):
+    harness.Workdir(workdir.path, workdir.config, "toy")
+  workdir.close()
+  harness.Workdir(workdir.path, workdir.config, "toy").close()
+
+
+def test_recorded_config_mismatch_lists_fields(workdir):
+  workdir.metrics("run").write(0, loss=1.0)
+  workdir.close()
+  changed = ml_collections.ConfigDict({"seed": 3, "lr": 0.2, "new": 1})
+  with pytest.raises(harness.WorkdirError) as error:
+    harness.Workdir(workdir.path, changed, "toy")
+  assert "lr: 0.1 -> 0.2" in str(error.value)
+  assert 'new: "<absent>" -> 1' in str(error.value)
+  harness.Workdir(workdir.path, changed, "toy", overwrite=True).close()
+  assert not os.path.exists(os.path.join(workdir.path, "metrics"))
+
+
+def test_config_differences_of_nested_fields():
+  old = {"a": 1, "m": {"b": [1, 2], "c": "x"}}
+  new = {"a": 1, "m": {"b": [1, 3], "d": 0}}
+  assert workdir_lib.config_differences(old, new) == [
+      "m.b: [1, 2] -> [1, 3]", 'm.c: "x" -> "<absent>"', 'm.d: "<absent>" -> 0']
+
+
+def test_report_has_the_three_blocks_and_renders(workdir):
+  report = workdir.write_report(
       paper={"title": "T", "authors": "A", "url": "u"},
       claim="c",
       dataset={"name": "d", "provenance": "p"},
       model={"num_params": 3},
       seeds=[0, 1],
-      results=[{"evaluation_name": "e", "metric": "m", "score": 1.5,
-                "standard_error": 0.1, "num_samples": 2,
-                "lower_is_better": True}],
-      paper_results=[{"evaluation_name": "e", "statement": "s"}],
-      checks=[{"name": "x", "passed": True, "detail": "ok"},
-              {"name": "y", "passed": False, "detail": "no"}],
-      figures=["f.png"],
+      results=[harness.result("e", "m", 1.5, standard_error=0.1,
+                              num_samples=2)],
+      paper_results=[harness.paper_result("e", "s")],
+      checks=[harness.check("x_ok", "x", True, "ok"),
+              harness.check("y_bad", "y", False, "no"),
+              harness.check("z_noise", "z", None, "inside the spread")],
+      figures=["f.png", None],
   )
   assert set(report) >= {"benchmark_metadata", "run_data", "model_metadata"}
   run_data = report["run_data"]
   assert run_data["config"] == {"lr": 0.1, "seed": 3}
   assert run_data["config_hash"] == harness.config_hash(workdir.config)
   assert run_data["all_checks_passed"] is False
+  assert run_data["checks_passed"] == 1
+  assert run_data["figures"] == ["f.png"]
   assert run_data["platform"]["device_count"] == jax.device_count()
   assert "jax" in run_data["versions"]
-  workdir.write_report(report)
   with open(os.path.join(workdir.path, "report.json")) as f:
     assert json.load(f) == json.loads(json.dumps(report))
   with open(os.path.join(workdir.path, "report.md")) as f:
     text = f.read()
-  assert "| y | FAIL | no |" in text and "| x | PASS | ok |" in text
+  assert "| `y_bad` | y | FAIL | no |" in text
+  assert "| `x_ok` | x | PASS | ok |" in text
+  assert "| `z_noise` | z | INCONCLUSIVE |" in text
+  assert "## Checks (1/3 passed)" in text
+
+
+def test_duplicate_check_ids_are_an_error(workdir):
+  with pytest.raises(ValueError, match="check ids must be unique"):
+    workdir.write_report(
+        paper={}, claim="c", dataset={}, model={}, seeds=[], results=[],
+        paper_results=[], figures=[],
+        checks=[harness.check("a", "x", True, ""),
+                harness.check("a", "y", True, "")])
 
 
 def test_config_hash_changes_with_any_field():
@@ -94,19 +240,33 @@ def test_config_hash_changes_with_any_field():
   b = ml_collections.ConfigDict({"lr": 0.1, "b": (1, 3)})
   assert harness.config_hash(a) != harness.config_hash(b)
   assert harness.config_hash(a) == harness.config_hash(a.copy_and_resolve_references())
+  assert hash(harness.StaticConfig(a)) == hash(harness.StaticConfig(a.copy_and_resolve_references()))
+  assert harness.StaticConfig(a) != harness.StaticConfig(b)
 
 
-def test_open_run_resumes_state_and_drops_later_metrics(tmp_path):
-  workdir = _workdir(tmp_path)
-  initial = {"w": jnp.zeros(3), "step": jnp.int32(0)}
-  state, step, ckpt, metrics = workdir.open_run("r", initial)
-  assert step is None and state is initial
-  for s in (10, 20, 30):
-    metrics.write(s, loss=float(s))
-  ckpt.save(20, {"w": jnp.ones(3), "step": jnp.int32(20)})
-  ckpt.close()
-  state, step, ckpt, metrics = workdir.open_run("r", initial)
-  ckpt.close()
-  assert step == 20 and int(state["step"]) == 20
-  np.testing.assert_array_equal(state["w"], np.ones(3))
-  assert [r["step"] for r in metrics.read()] == [10, 20]
+def test_mean_se_matches_numpy():
+  values = [1.0, 2.0, 4.5, None]
+  mean, se = harness.mean_se(values)
+  assert mean == pytest.approx(np.mean([1, 2, 4.5]))
+  assert se == pytest.approx(np.std([1, 2, 4.5], ddof=1) / np.sqrt(3))
+  assert harness.mean_se([2.0]) == (2.0, None)
+  assert harness.mean_se([None]) == (None, None)
+  mean_curve, se_curve = harness.mean_se_curve([[1, 2], [3, 6]])
+  assert mean_curve == [2.0, 4.0] and se_curve == pytest.approx([1.0, 2.0])
+
+
+def test_over_seeds_averages_numbers_and_ors_flags():
+  out = harness.over_seeds([{"name": "a", "x": 1.0, "bad": False},
+                            {"name": "a", "x": 3.0, "bad": True}])
+  assert out["x"] == 2.0 and out["x_se"] == pytest.approx(1.0)
+  assert out["bad"] is True and out["name"] == "a"
+
+
+def test_paired_ratio_is_inconclusive_inside_its_spread():
+  tight = harness.paired_ratio([1.0, 1.1, 0.9], [10.0, 11.0, 9.0])
+  assert tight["ratio"] == pytest.approx(0.1)
+  assert harness.at_most(tight, 0.126) is True
+  assert harness.at_most(tight, 0.05) is False
+  noisy = harness.paired_ratio([1.0, 1.5, 0.8, 1.4], [10.0, 10.0, 10.0, 10.0])
+  assert noisy["low"] < 0.126 < noisy["high"]
+  assert harness.at_most(noisy, 0.126) is None

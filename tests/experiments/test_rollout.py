@@ -1,6 +1,8 @@
 """The rollout-consistency binary: resume after SIGKILL, claim checks, smoke."""
 
+import os
 
+import jax
 import numpy as np
 import pytest
 
@@ -29,6 +31,35 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   tf_loss, jvp_loss = penalty_log[0]["task_loss"]
   assert tf_loss != jvp_loss
   assert penalty_log[0]["penalty"][1] > 0
+  # The final record carries the evaluation of both members.
+  assert len(penalty_log[-1]["test_mse"]) == 2
+
+
+def test_steps_not_a_multiple_of_the_chunk_are_refused(tmp_path):
+  config = rollout_config.get_config("smoke")
+  config.checkpoint_every = 75
+  with pytest.raises(ValueError, match="multiples of log_every"):
+    rollout.validate(config)
+  out = _run(tmp_path / "wd", "--config.train.num_steps=90")
+  assert out.returncode != 0
+  assert "multiples of log_every" in out.stderr
+  assert not os.path.exists(tmp_path / "wd" / "metrics")
+
+
+def test_members_of_one_seed_start_alike():
+  config = rollout_config.get_config("smoke")
+  group = rollout.groups_for("lorenz96", "mlp", config)[0]
+  task = rollout.Task("lorenz96", "", 8, 8, (1, 5, 10, 20), None, None, None)
+  _, state, data_keys = rollout.init_group(group, task, config)
+  assert group.seeds == (0, 1, 0, 1, 0, 1)
+  leaves = jax.tree.leaves(state.params)
+  for leaf in leaves:
+    np.testing.assert_array_equal(leaf[0], leaf[2])
+  # Biases start at zero; the kernels differ between seeds.
+  assert any(not np.array_equal(leaf[0], leaf[1]) for leaf in leaves)
+  keys = jax.random.key_data(data_keys)
+  np.testing.assert_array_equal(keys[0], keys[4])
+  assert not np.array_equal(keys[0], keys[1])
 
 
 def _summary(method, lam, mse_h1, mse_long, val=1.0):
@@ -55,10 +86,13 @@ def test_claim_checks_follow_the_numbers(jvp_long, jvp_h1, wins, similar):
   settings = [{"dataset": "lorenz96", "model": "mlp", "longest": 20,
                "tf": _summary("tf", 0.0, 0.10, 2.0),
                "jvp": _summary("jvp1", 1.0, jvp_h1, jvp_long)}]
-  checks = rollout.evaluate_claim(settings)
-  assert [c["passed"] for c in checks] == [wins, wins, similar]
-  assert "lambda=1, chosen on val" in checks[0]["name"]
-  assert f"paired difference {jvp_long - 2.0:.3g} +- 0" in checks[0]["detail"]
+  checks = {c["id"]: c for c in rollout.evaluate_claim(settings)}
+  assert {i: c["passed"] for i, c in checks.items()} == {
+      "jvp_beats_tf_lorenz96_mlp": wins, "jvp_beats_tf_in_majority": wins,
+      "one_step_error_similar": similar}
+  setting = checks["jvp_beats_tf_lorenz96_mlp"]
+  assert "lambda=1, chosen on val" in setting["name"]
+  assert f"paired difference {jvp_long - 2.0:.3g} +- 0" in setting["detail"]
 
 
 def test_summaries_average_members_of_each_lambda_over_seeds():
@@ -87,7 +121,11 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   run_data = report["run_data"]
   assert run_data["figures"] == ["error_vs_horizon.png", "lambda_sweep.png"]
   # 2 series x 2 models: one check each, plus the two overall checks.
-  assert len(run_data["checks"]) == 6
+  assert [c["id"] for c in run_data["checks"]] == [
+      "jvp_beats_tf_sunspots_dlinear", "jvp_beats_tf_sunspots_mlp",
+      "jvp_beats_tf_lorenz96_dlinear", "jvp_beats_tf_lorenz96_mlp",
+      "jvp_beats_tf_in_majority", "one_step_error_similar"]
+  assert "shared/papers" not in report["benchmark_metadata"]["paper"]["url"]
   summaries = run_data["summaries"]
   assert {s["method"] for s in summaries} == {"tf", "jvp0.01", "jvp1",
                                               "unroll4"}

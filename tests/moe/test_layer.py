@@ -1,4 +1,4 @@
-"""The nnx MoE layer: spec formulas, modes, expert/data parallelism, errors."""
+"""The nnx MoE layer: EMO's formulas, modes, expert/data parallelism, errors."""
 
 import dataclasses
 import functools
@@ -38,7 +38,7 @@ def _run(layer, x, segments, key=0):
 
 @jax.jit
 def _expected(weights, x, segments, pool_BxL):
-  """The spec written out: router, EMO routing, experts, shared expert, losses."""
+  """Written out: router, EMO routing, experts, shared expert, losses."""
   router, experts, shared = weights
   r = moe.emo_route(x @ router, segments, pool_size=pool_BxL, k=BASE.k)
   y = moe.swiglu(x, *shared)
@@ -63,7 +63,7 @@ def _fixed_pool(size):
 
 
 @pytest.mark.parametrize("dispatch", ["dropless", "capacity"])
-def test_output_and_losses_follow_the_spec(dispatch):
+def test_output_and_losses_follow_the_written_out_layer(dispatch):
   config = dataclasses.replace(BASE, pool_size=3, dispatch=dispatch,
                                capacity_factor=float(BASE.num_experts))
   layer = moe.MoE(D, config, rngs=nnx.Rngs(0))

@@ -1,4 +1,4 @@
-"""Load-balancing and z-losses against the spec's formulas; global balancing."""
+"""Load-balancing and z-losses against the Switch / OLMoE formulas; global LB."""
 
 import functools
 

@@ -1,4 +1,4 @@
-"""EMO and top-k routing against a per-document loop written from the spec."""
+"""EMO and top-k routing against a per-document loop (arXiv:2605.06663)."""
 
 import hypothesis
 from hypothesis import strategies as st
@@ -29,7 +29,7 @@ def _softmax(z):
 
 
 def _emo_reference(logits, segment_ids, pool_BxD, k):
-  """The spec, one document at a time: pool = top-P_d of summed probabilities."""
+  """EMO, one document at a time: pool = top-P_d of summed probabilities."""
   logits = np.asarray(logits, np.float64)
   batch, length, num_experts = logits.shape
   gates = np.zeros((batch, length, k))
