@@ -118,20 +118,14 @@ def fit_source_model(config, workdir, padded, name, seed) -> gcn.GCN:
                        num_steps=1, checkpoint_every=1).state
 
 
-class CompiledCache:
-  """Ahead-of-time compiled update steps, one per method and argument signature."""
-
-  def __init__(self):
-    self._compiled = {}
-
-  def get(self, method_name, update_fn, state, graph):
-    signature = (method_name, jax.tree.structure((state, graph)),
-                 tuple((x.shape, x.dtype) for x in jax.tree.leaves((state, graph))))
-    if signature not in self._compiled:
-      compiled = jax.jit(update_fn).lower(state, graph).compile()
-      self._compiled[signature] = (compiled,
-                                   profiling.compiled_footprint(compiled))
-    return self._compiled[signature]
+def compiled_update(cache, method_name, update_fn, state, graph):
+  """The ahead-of-time compiled update and its footprint, cached per signature."""
+  signature = (method_name, jax.tree.structure((state, graph)),
+               tuple((x.shape, x.dtype) for x in jax.tree.leaves((state, graph))))
+  if signature not in cache:
+    compiled = jax.jit(update_fn).lower(state, graph).compile()
+    cache[signature] = compiled, profiling.compiled_footprint(compiled)
+  return cache[signature]
 
 
 def initial_state(method, model, padded, seed):
@@ -160,8 +154,8 @@ def run_method(workdir, padded, name, seed, method_name, method, model, cache):
     state = initial_state(method, model, padded, seed)
     records = [{"step": 0, "row": row(state, 0)}]
     for i in range(1, len(graphs_)):
-      compiled, footprint = cache.get(method_name, method.update, state,
-                                      graphs_[i])
+      compiled, footprint = compiled_update(cache, method_name, method.update,
+                                            state, graphs_[i])
       # Updates are pure: time a warm-up call and the best of TIMING_REPEATS
       # (a single call on a shared CPU is mostly noise), then apply one.
       seconds = profiling.time_jitted(compiled, state, graphs_[i],
@@ -194,7 +188,8 @@ def measure_time_ratio(workdir, config, padded, name, methods, model, cache):
       method, steps = methods[method_name], []
       state = initial_state(method, model, padded, seed)
       for graph in graphs_[1:]:
-        compiled, _ = cache.get(method_name, method.update, state, graph)
+        compiled, _ = compiled_update(cache, method_name, method.update, state,
+                                      graph)
         steps.append((compiled, state, graph))
         state = compiled(state, graph)
       calls[method_name] = (apply_each, (steps,))
@@ -207,16 +202,10 @@ def measure_time_ratio(workdir, config, padded, name, methods, model, cache):
   return workdir.stage(f"{name}_time_ratio", compute)
 
 
-def accuracy_matrix(records) -> np.ndarray:
-  size = len(records)
-  r = np.full((size, size), np.nan)
+def summarize(records) -> dict[str, Any]:
+  r = np.full((len(records), len(records)), np.nan)  # the accuracy matrix
   for rec in records:
     r[rec["step"], : len(rec["row"])] = rec["row"]
-  return r
-
-
-def summarize(records) -> dict[str, Any]:
-  r = accuracy_matrix(records)
   steps = [rec for rec in records if rec["step"] > 0]
   return {
       "R": r.tolist(),
@@ -427,7 +416,7 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   timed = {"emc", "gcal"} <= set(config.methods)
   workdir.plan(len(config.sequences)
                * (len(config.seeds) * (1 + len(config.methods)) + timed))
-  summary, time_ratios, provenance, cache = {}, {}, {}, CompiledCache()
+  summary, time_ratios, provenance, cache = {}, {}, {}, {}
   for name in config.sequences:
     sequences = build_sequences(config, name)
     padded = domains_lib.PaddedDomains(sequences, config.pad_multiple)

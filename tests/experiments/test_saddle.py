@@ -5,7 +5,6 @@ import socket
 import subprocess
 import sys
 
-import jax
 import numpy as np
 import pytest
 
@@ -77,8 +76,11 @@ def test_two_processes_give_the_single_process_numbers(tmp_path):
   config.update(TINY)
   config.execution = "single"
   single = tmp_path / "single"
-  saddle_experiment.main(jax.random.key(0), config,
-                         harness.Workdir(str(single), config, "saddle"))
+  workdir = harness.Workdir(str(single), config, "saddle")
+  try:
+    saddle_experiment.main(config, workdir)
+  finally:
+    workdir.close()
   for proc in procs:
     _, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr[-3000:]
@@ -96,9 +98,10 @@ def test_two_processes_give_the_single_process_numbers(tmp_path):
 
 
 def _best(ratio, method, rounds, oracle_calls, converged=True):
-  return {"ratio": ratio, "method": method, "rounds": rounds,
-          "oracle_calls": oracle_calls, "scalar_allreduces": rounds,
-          "converged": converged, "run": f"{ratio}_{method}"}
+  return {(method, ratio): {
+      "ratio": ratio, "method": method, "rounds": rounds,
+      "oracle_calls": oracle_calls, "scalar_allreduces": rounds,
+      "converged": converged, "run": f"{ratio}_{method}"}}
 
 
 class _Config:
@@ -110,32 +113,46 @@ class _Config:
 @pytest.mark.parametrize("dm_rounds,flat", [((300, 310, 320), True),
                                             ((300, 30000, 3000000), False)])
 def test_claim_checks_follow_the_numbers(dm_rounds, flat):
-  best = []
+  best = {}
   for ratio, rounds in zip(_Config.ratios, dm_rounds):
-    best.append(_best(ratio, "dm_sp", rounds,
+    best.update(_best(ratio, "dm_sp", rounds,
                       int(100 * (1 + np.sqrt(ratio)))))
-    best.append(_best(ratio, "extragradient", int(600 * (1 + ratio)),
+    best.update(_best(ratio, "extragradient", int(600 * (1 + ratio)),
                       int(600 * (1 + ratio))))
   table = saddle_experiment.scaling_table(best, _Config)
-  checks = {c["name"]: c["passed"]
+  checks = {c["id"]: c["passed"]
             for c in saddle_experiment.evaluate_claim(best, table, _Config)}
-  name = ("DM-SP (reconstruction) rounds: log-log slope in L_xx/L_xy within"
-          " 0.25 of the bound's")
-  assert checks[name] is flat
-  assert checks["DM-SP (reconstruction) oracle calls: log-log slope in"
-                " L_xx/L_xy within 0.25 of the bound's"]
-  assert checks["EG rounds: log-log slope in L_xx/L_xy within 0.25 of the"
-                " bound's"]
-  assert checks["DM-SP needs fewer rounds than EG at every ratio"] is flat
+  assert checks["dm_sp_rounds_slope"] is flat
+  assert checks["dm_sp_oracle_calls_slope"] is True
+  assert checks["extragradient_rounds_slope"] is True
+  assert checks["dm_sp_fewer_rounds_than_eg"] is flat
+  assert checks["dm_sp_fewer_oracle_calls_than_eg"] is True
   statement = saddle_experiment.statement_of_agreement(table)
   assert ("It does not agree for: DM-SP (reconstruction) rounds"
           in statement) is not flat
-  # A method that misses the tolerance somewhere gets no slope.
-  best[-1] = dict(best[-1], converged=False)
+  # A method that misses the tolerance somewhere gets no slope, and fails.
+  best[("extragradient", 100.0)]["converged"] = False
   table = saddle_experiment.scaling_table(best, _Config)
   (row,) = [r for r in table
             if r["method"] == "extragradient" and r["cost"] == "rounds"]
   assert row["measured_slope"] is None and row["agrees"] is None
+  checks = {c["id"]: c for c in
+            saddle_experiment.evaluate_claim(best, table, _Config)}
+  assert checks["extragradient_rounds_slope"]["passed"] is False
+  assert "did not reach the tolerance" in (
+      checks["extragradient_rounds_slope"]["detail"])
+
+
+def test_validate_rejects_what_the_binary_cannot_run():
+  config = saddle_config.get_config("smoke")
+  saddle_experiment.validate(config)
+  config.execution = "gpu"
+  with pytest.raises(ValueError, match="execution"):
+    saddle_experiment.validate(config)
+  config.execution = "auto"
+  config.methods = ("dm_sp", "adam")
+  with pytest.raises(ValueError, match="adam"):
+    saddle_experiment.validate(config)
 
 
 @pytest.mark.slow
@@ -159,7 +176,7 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   report = testing.run_smoke("saddle", tmp_path)
   run_data = report["run_data"]
   with open(tmp_path / "smoke" / "report.md") as f:
-    assert "## Scaling against the spec's bounds" in f.read()
+    assert "## Scaling against our reconstructed bounds" in f.read()
   best = {(b["method"], b["ratio"]): b for b in run_data["best"]}
   # Even the smoke games show the reconstruction's shape: DM-SP's rounds do
   # not grow with L_xx / L_xy while EG's grow about linearly.
