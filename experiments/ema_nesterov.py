@@ -45,20 +45,16 @@ CLAIM = (
     " fewer steps, and it beats short-horizon (gamma=0) and multi-step"
     " (lookahead) lookahead."
 )
-PAPER_RESULTS = [
-    harness.paper_result(
-        "LM pre-training (abstract)",
-        "EMA-Nesterov consistently improves Adam, SOAP and Muon and beats"
-        " short- and multi-step lookahead; the paper's tables were not"
-        " available to us."),
-    harness.paper_result(
-        "modded-nanogpt record #39 (GPT-2 small, Muon)",
-        "3325 -> 3125 steps to 3.28 validation loss (about 6% fewer; gamma"
-        " 0.99, beta 0.6 lr/max_lr, n = 20)."),
-    harness.paper_result(
-        "modded-nanogpt record #40",
-        "2930 -> 2890 steps (gamma 0.99, beta 0.3 lr/max_lr, n = 16)."),
-]
+PAPER_RESULTS = [harness.paper_result(*row) for row in (
+    ("LM pre-training (abstract)",
+     "EMA-Nesterov consistently improves Adam, SOAP and Muon and beats short-"
+     " and multi-step lookahead; the paper's tables were not available to us."),
+    ("modded-nanogpt record #39 (GPT-2 small, Muon)",
+     "3325 -> 3125 steps to 3.28 validation loss (about 6% fewer; gamma 0.99,"
+     " beta 0.6 lr/max_lr, n = 20)."),
+    ("modded-nanogpt record #40",
+     "2930 -> 2890 steps (gamma 0.99, beta 0.3 lr/max_lr, n = 16)."),
+)]
 BASES = ("adamw", "muon")
 METHODS = ("adamw", "adamw+ema", "muon", "muon+ema", "lookahead",
            "schedule_free")
@@ -85,29 +81,6 @@ def phases(config: ml_collections.ConfigDict) -> Phases:
                 ema_rest=round(config.ema.rest_fraction * n))
 
 
-def wsd_schedule(peak: float, config: ml_collections.ConfigDict
-                 ) -> optax.Schedule:
-  """Warmup-stable-decay: linear warm-up, constant, linear decay to 0 at the end."""
-  n, p = config.num_steps, phases(config)
-
-  def schedule(step):
-    t = jnp.asarray(step).astype(jnp.float32)
-    warm = (t + 1) / p.warmup
-    decay = (n - t) / (n - p.decay_start)
-    return peak * jnp.clip(jnp.minimum(warm, decay), 0.0, 1.0)
-
-  return schedule
-
-
-def _muon_dimension_numbers(params):
-  """Muon for the 2-D hidden matrices; embeddings and vectors go to AdamW."""
-  def dims(path, x):
-    if x.ndim != 2 or "embed" in jax.tree_util.keystr(path):
-      return None
-    return optax.contrib.MuonDimensionNumbers()
-  return jax.tree_util.tree_map_with_path(dims, params)
-
-
 class Method(NamedTuple):
   tx: optax.GradientTransformation
   eval_params: Any = lambda p, s: p  # (held, opt_state) -> params to validate
@@ -120,10 +93,13 @@ def build_method(name: str, config: ml_collections.ConfigDict, beta, gamma
   """The optimizer of ``name``; beta, gamma may be traced (shared compiles)."""
   if name not in METHODS:
     raise ValueError(f"unknown method {name!r}; expected one of {METHODS}.")
+  phase = phases(config)
+  wsd = functools.partial(lm.wsd_schedule, num_steps=config.num_steps,
+                          warmup_steps=phase.warmup,
+                          decay_start=phase.decay_start)
   adamw_lr, b1, b2 = (config.adamw.learning_rate, config.adamw.b1,
                       config.adamw.b2)
-  adamw = optax.adamw(wsd_schedule(adamw_lr, config), b1=b1, b2=b2,
-                      weight_decay=0.0)
+  adamw = optax.adamw(wsd(adamw_lr), b1=b1, b2=b2, weight_decay=0.0)
   if name == "lookahead":
     return Method(optax.lookahead(adamw, config.lookahead.sync_period,
                                   config.lookahead.slow_step_size),
@@ -132,20 +108,19 @@ def build_method(name: str, config: ml_collections.ConfigDict, beta, gamma
   if name == "schedule_free":
     return Method(
         optax.contrib.schedule_free_adamw(
-            adamw_lr, warmup_steps=phases(config).warmup, b1=b1, b2=b2,
+            adamw_lr, warmup_steps=phase.warmup, b1=b1, b2=b2,
             weight_decay=0.0),
         lambda p, s: optax.contrib.schedule_free_eval_params(s, p))
   tx = adamw if name.startswith("adamw") else optax.contrib.muon(
-      wsd_schedule(config.muon.learning_rate, config), beta=config.muon.beta,
-      adam_learning_rate=wsd_schedule(adamw_lr, config), adam_b1=b1,
-      adam_b2=b2, muon_weight_dimension_numbers=_muon_dimension_numbers)
+      wsd(config.muon.learning_rate), beta=config.muon.beta,
+      adam_learning_rate=wsd(adamw_lr), adam_b1=b1, adam_b2=b2,
+      muon_weight_dimension_numbers=lm.muon_dimension_numbers)
   if not name.endswith("+ema"):
     return Method(tx)
-  p = phases(config)
   return Method(
-      optim.ema_nesterov(tx, beta_max=beta, gamma=gamma,
-                         lr_ratio=wsd_schedule(1.0, config),
-                         warmup_steps=p.ema_on, rest_start=p.ema_rest,
+      optim.ema_nesterov(tx, beta_max=beta, gamma=gamma, lr_ratio=wsd(1.0),
+                         warmup_steps=phase.ema_on,
+                         rest_start=phase.ema_rest,
                          m_init=config.ema.m_init),
       optim.ema_nesterov_eval_params)
 
@@ -158,6 +133,11 @@ def _model(config: harness.StaticConfig) -> lm.LanguageModel:
       num_layers=m.num_layers, d_ff=m.d_ff))
 
 
+class TrainState(NamedTuple):
+  opt_params: Any
+  opt_state: Any
+
+
 @functools.partial(jax.jit, static_argnames=("name", "config"))
 def _train_chunk(opt_params, opt_state, beta, gamma, tokens, data_key,
                  first_step, *, name: str, config: harness.StaticConfig):
@@ -168,7 +148,7 @@ def _train_chunk(opt_params, opt_state, beta, gamma, tokens, data_key,
       data_key, first_step, num_steps=c.eval_every,
       batch_size=c.batch_size, length=c.model.length,
       gradient_point=method.gradient_point)
-  return params, state, loss
+  return TrainState(params, state), loss
 
 
 @functools.partial(jax.jit, static_argnames=("name", "config"))
@@ -184,11 +164,6 @@ def _evaluation_points(opt_params, opt_state, *, name: str,
 def _valid_loss(params, windows, *, config: harness.StaticConfig):
   return lm.mean_loss(_model(config), params, windows,
                       config.value.batch_size)
-
-
-class TrainState(NamedTuple):
-  opt_params: Any
-  opt_state: Any
 
 
 def run_name(name: str, seed: int, beta: float = 0.0, gamma: float = 0.0) -> str:
@@ -219,11 +194,9 @@ def train_run(config: ml_collections.ConfigDict, workdir: harness.Workdir,
                    **extra}
 
   def chunk(state, step):
-    opt_params, opt_state, train_loss = _train_chunk(
-        *state, *hyper, tokens, data_key, jnp.int32(step), name=name,
-        config=static)
-    state, record = measure(TrainState(opt_params, opt_state),
-                            train_bpb=BITS_PER_NAT * float(train_loss))
+    state, train_loss = _train_chunk(*state, *hyper, tokens, data_key,
+                                     jnp.int32(step), name=name, config=static)
+    state, record = measure(state, train_bpb=BITS_PER_NAT * float(train_loss))
     step += config.eval_every
     diverged = not math.isfinite(record["valid_bpb"])
     if diverged:
@@ -334,7 +307,8 @@ def plot_curves(workdir, records_by_method, seeds, config):
     # A diverged seed stops early: average over the steps all seeds reached.
     n = min(len(per_seed[s]) for s in seeds)
     steps = [r["step"] for r in per_seed[seeds[0]][:n]]
-    curves = np.array([[r["valid_bpb"] for r in per_seed[s][:n]] for s in seeds])
+    curves = np.array([[r["valid_bpb"] for r in per_seed[s][:n]]
+                       for s in seeds])
     for ax in axes:
       ax.plot(steps, curves.mean(0), color=f"C{k}", lw=1.3,
               ls="--" if "+ema" not in name else "-",
@@ -344,9 +318,9 @@ def plot_curves(workdir, records_by_method, seeds, config):
           for s in seeds for r in per_seed[s] if r["step"] >= start]
   axes[1].set_xlim(start, end)
   axes[1].set_ylim(min(tail) - 0.01, max(tail) + 0.01)
-  p = phases(config)
+  phase = phases(config)
   for ax in axes:
-    ax.axvspan(p.ema_on, p.ema_rest, color="0.92", zorder=0)
+    ax.axvspan(phase.ema_on, phase.ema_rest, color="0.92", zorder=0)
     ax.set_xlabel("training step")
     ax.set_ylabel("validation loss (bits per byte)")
   axes[0].set_title("all steps (grey: EMA-Nesterov lookahead on)", fontsize=9)
@@ -429,24 +403,25 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
 
 
 def model_metadata(config):
-  model, p = _model(harness.StaticConfig(config)), phases(config)
+  model, phase = _model(harness.StaticConfig(config)), phases(config)
   num_params = sum(x.size for x in jax.tree.leaves(model.init(0)))
   return {"architecture": "decoder-only transformer (jaxpapers.models."
                           "Transformer): pre-norm RMSNorm, learned positions,"
                           " tied embeddings, GELU MLP",
           "config": dataclasses.asdict(model.config),
           "num_params": int(num_params),
-          "schedule": f"WSD: warm-up {p.warmup}, decay from {p.decay_start}"
-                      f" to {config.num_steps}",
+          "schedule": f"WSD: warm-up {phase.warmup}, decay from"
+                      f" {phase.decay_start} to {config.num_steps}",
           "batch": f"{config.batch_size} x {config.model.length} tokens"}
 
 
 def notes(config, best, summary, records_by_method):
-  p = phases(config)
+  phase = phases(config)
   out = [
       f"EMA-Nesterov cell used in phase 2: beta_max={best['beta']:g},"
       f" gamma={best['gamma']:g} (lowest final loss of the grid, seed"
-      f" {config.grid_seed}); lookahead on steps [{p.ema_on}, {p.ema_rest}).",
+      f" {config.grid_seed}); lookahead on steps"
+      f" [{phase.ema_on}, {phase.ema_rest}).",
       "Loss is cross-entropy per byte token in bits (EOS counted as a byte),"
       " on fixed validation windows shared by all runs.",
       f"Validation at the gradient point instead of the evaluation point"

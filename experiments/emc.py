@@ -62,6 +62,8 @@ GRADIENT_BASELINES = ("direct", "tent", "gcal")
 TIMING_REPEATS = 3
 SCALARS = ("average_performance", "forgetting", "seconds_per_domain",
            "peak_bytes", "temp_bytes")
+SEQUENCES = {"csbm": domains_lib.csbm_sequence,
+             "digits": domains_lib.digits_sequence}
 
 
 def all_methods(config: ml_collections.ConfigDict, num_targets: int
@@ -85,15 +87,7 @@ def all_methods(config: ml_collections.ConfigDict, num_targets: int
   }
 
 
-def build_sequences(config, name: str) -> dict[int, domains_lib.DomainSequence]:
-  make = {"csbm": domains_lib.csbm_sequence,
-          "digits": domains_lib.digits_sequence}[name]
-  return {seed: make(seed=seed, **config[name].to_dict()) for seed in config.seeds}
-
-
-@jax.jit
-def _accuracy(log_probs, labels, mask):
-  return gcn.masked_accuracy(log_probs, labels, mask)
+_accuracy = jax.jit(gcn.masked_accuracy)
 
 
 def fit_source_model(config, workdir, padded, name, seed) -> gcn.GCN:
@@ -128,12 +122,22 @@ def compiled_update(cache, method_name, update_fn, state, graph):
   return cache[signature]
 
 
-def initial_state(method, model, padded, seed):
+def adapt(method_name, method, model, padded, seed, cache):
+  """A method through a sequence: its state after each domain (0: the source)
+  and, per target domain, ``(compiled update, footprint, state before, graph)``.
+  """
   source = padded.sequences[seed].domains[0]
-  return method.init(model, padded.graphs[seed][0],
-                     padded.node_array(source.labels),
-                     padded.node_array(source.train_mask),
-                     jax.random.key(1000 + seed))
+  states = [method.init(model, padded.graphs[seed][0],
+                        padded.node_array(source.labels),
+                        padded.node_array(source.train_mask),
+                        jax.random.key(1000 + seed))]
+  steps = []
+  for graph in padded.graphs[seed][1:]:
+    update, footprint = compiled_update(cache, method_name, method.update,
+                                        states[-1], graph)
+    steps.append((update, footprint, states[-1], graph))
+    states.append(update(states[-1], graph))
+  return states, steps
 
 
 def run_method(workdir, padded, name, seed, method_name, method, model, cache):
@@ -142,26 +146,23 @@ def run_method(workdir, padded, name, seed, method_name, method, model, cache):
   A finished method is read back; an unfinished one is redone (it is
   deterministic).
   """
-  graphs_, sequence = padded.graphs[seed], padded.sequences[seed]
-  labels = [padded.node_array(d.labels) for d in sequence.domains]
-  masks = [padded.node_array(d.test_mask) for d in sequence.domains]
+  graphs_, domains = padded.graphs[seed], padded.sequences[seed].domains
+  labels = [padded.node_array(d.labels) for d in domains]
+  masks = [padded.node_array(d.test_mask) for d in domains]
 
   def row(state, i):
     return [float(_accuracy(method.predict(state, graphs_[j]), labels[j], masks[j]))
             for j in range(i + 1)]
 
   def compute():
-    state = initial_state(method, model, padded, seed)
-    records = [{"step": 0, "row": row(state, 0)}]
-    for i in range(1, len(graphs_)):
-      compiled, footprint = compiled_update(cache, method_name, method.update,
-                                            state, graphs_[i])
+    states, steps = adapt(method_name, method, model, padded, seed, cache)
+    records = [{"step": 0, "row": row(states[0], 0)}]
+    for i, (update, footprint, before, graph) in enumerate(steps, start=1):
       # Updates are pure: time a warm-up call and the best of TIMING_REPEATS
-      # (a single call on a shared CPU is mostly noise), then apply one.
-      seconds = profiling.time_jitted(compiled, state, graphs_[i],
+      # (a single call on a shared CPU is mostly noise).
+      seconds = profiling.time_jitted(update, before, graph,
                                       repeats=TIMING_REPEATS)
-      state = compiled(state, graphs_[i])
-      records.append({"step": i, "row": row(state, i),
+      records.append({"step": i, "row": row(states[i], i),
                       "update_seconds": seconds, **footprint})
     return records
 
@@ -169,7 +170,7 @@ def run_method(workdir, padded, name, seed, method_name, method, model, cache):
 
 
 def apply_each(steps):
-  return [update(state, graph) for update, state, graph in steps]
+  return [update(state, graph) for update, _, state, graph in steps]
 
 
 def measure_time_ratio(workdir, config, padded, name, methods, model, cache):
@@ -179,24 +180,15 @@ def measure_time_ratio(workdir, config, padded, name, methods, model, cache):
   domain of the first seed (each from that method's state before the
   domain); :func:`harness.paired_ratio` summarises the per-round ratios.
   """
-  seed = config.seeds[0]
-  graphs_ = padded.graphs[seed]
+  seed, num_targets = config.seeds[0], len(padded.graphs[config.seeds[0]]) - 1
 
   def compute():
-    calls = {}
-    for method_name in ("emc", "gcal"):
-      method, steps = methods[method_name], []
-      state = initial_state(method, model, padded, seed)
-      for graph in graphs_[1:]:
-        compiled, _ = compiled_update(cache, method_name, method.update, state,
-                                      graph)
-        steps.append((compiled, state, graph))
-        state = compiled(state, graph)
-      calls[method_name] = (apply_each, (steps,))
+    calls = {m: (apply_each, (adapt(m, methods[m], model, padded, seed,
+                                    cache)[1],)) for m in ("emc", "gcal")}
     seconds = profiling.alternating_seconds(
         calls, rounds=config.timing_rounds, repeats=TIMING_REPEATS)
     return {**harness.paired_ratio(seconds["emc"], seconds["gcal"]),
-            "seconds_per_domain": {m: float(np.median(s)) / (len(graphs_) - 1)
+            "seconds_per_domain": {m: float(np.median(s)) / num_targets
                                    for m, s in seconds.items()}}
 
   return workdir.stage(f"{name}_time_ratio", compute)
@@ -229,11 +221,9 @@ def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
   return out
 
 
-def evaluate_claim(summary: dict[str, dict[str, dict[str, Any]]],
-                   time_ratios: dict[str, dict[str, Any]]
-                   ) -> list[dict[str, Any]]:
-  """Checks per sequence: ``summary[sequence][method]`` from :func:`aggregate`,
-  ``time_ratios[sequence]`` from :func:`measure_time_ratio`."""
+def evaluate_claim(summary, time_ratios) -> list[dict[str, Any]]:
+  """Checks per sequence from ``summary[sequence][method]`` (:func:`aggregate`)
+  and ``time_ratios[sequence]`` (:func:`measure_time_ratio`)."""
   checks = []
   for name, methods in summary.items():
     if "emc" not in methods:
@@ -284,79 +274,76 @@ def time_check(name, ratio):
 def plot_sequences(workdir, summary):
   """F1: accuracy on the newest domain R[i][i] and AP_i over the sequence."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  names = list(summary)
-  fig, axes = plt.subplots(2, len(names), squeeze=False,
-                           figsize=(5 * len(names), 7), sharex="col")
-  for col, name in enumerate(names):
-    for k, (method, s) in enumerate(summary[name].items()):
-      style = dict(color=f"C{k % 10}", ls="-" if k < 10 else "--",
-                   lw=2.2 if method == "emc" else 1.1,
-                   label=method if col == 0 else None)
+  fig, axes = plt.subplots(2, len(summary), squeeze=False,
+                           figsize=(5 * len(summary), 7), sharex="col")
+  for col, (name, methods) in enumerate(summary.items()):
+    for k, (method, s) in enumerate(methods.items()):
       for row, key in enumerate(("diagonal", "ap_curve")):
-        mean = np.asarray(s[key])
+        mean, ax = np.asarray(s[key]), axes[row, col]
         steps = np.arange(mean.size)
-        axes[row, col].plot(steps, mean, **style)
+        ax.plot(steps, mean, color=f"C{k % 10}", ls="-" if k < 10 else "--",
+                lw=2.2 if method == "emc" else 1.1,
+                label=method if row == col == 0 else None)
         if s.get(key + "_se") is not None:
           se = np.asarray(s[key + "_se"])
-          axes[row, col].fill_between(steps, mean - se, mean + se,
-                                      color=style["color"], alpha=0.12)
+          ax.fill_between(steps, mean - se, mean + se, color=f"C{k % 10}",
+                          alpha=0.12)
+        ax.set_xticks(steps)
     axes[0, col].set_title(name)
-    axes[0, col].set_ylabel("accuracy on domain i, R[i][i] (fraction)")
-    axes[1, col].set_ylabel("average performance AP_i (fraction)")
     axes[1, col].set_xlabel("domain i (0 = source test split)")
+  axes[0, 0].set_ylabel("accuracy on domain i, R[i][i]")
+  axes[1, 0].set_ylabel("average performance AP_i (accuracy)")
   fig.legend(loc="lower center", ncol=6, fontsize=8)
   fig.suptitle("EMC (thick) should at least match the baselines' accuracy"
                " over the drifting domains (mean +- s.e. over seeds)")
-  fig.tight_layout(rect=(0, 0.08, 1, 0.96))
+  fig.tight_layout(rect=(0, 0.07, 1, 0.96))
   return workdir.save_figure(fig, "accuracy_over_sequence")
 
 
 def plot_matrices(workdir, summary, methods=("emc", "direct", "gcal", "tent")):
   """F2: heat-maps of the accuracy matrix R (mean over seeds)."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  names = list(summary)
-  shown = [m for m in methods if all(m in summary[n] for n in names)]
+  shown = [m for m in methods if all(m in s for s in summary.values())]
   if not shown:
     return None
-  fig, axes = plt.subplots(len(names), len(shown), squeeze=False,
-                           figsize=(3.2 * len(shown), 3.0 * len(names) + 0.6))
-  for i, name in enumerate(names):
+  fig, axes = plt.subplots(len(summary), len(shown), squeeze=False,
+                           figsize=(3.2 * len(shown), 3.0 * len(summary) + 0.6))
+  for i, (name, by_method) in enumerate(summary.items()):
     for j, method in enumerate(shown):
-      r = np.ma.masked_invalid(np.asarray(summary[name][method]["R"]))
+      r = np.ma.masked_invalid(np.asarray(by_method[method]["R"]))
       image = axes[i, j].imshow(r, vmin=0, vmax=1, cmap="viridis")
       axes[i, j].set_title(f"{name}: {method}", fontsize=9)
       axes[i, j].set_xlabel("evaluated domain j")
-      axes[i, j].set_ylabel("after adapting to i")
+    axes[i, 0].set_ylabel("after adapting to domain i")
   fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6,
-               label="accuracy R[i][j] (fraction)")
-  fig.suptitle("Accuracy matrices: EMC should keep earlier domains (columns)"
-               " as it adapts (rows)")
+               label="accuracy R[i][j]")
+  fig.suptitle("Accuracy matrices (mean over seeds): EMC should keep earlier"
+               " domains (columns) as it adapts (rows)")
   return workdir.save_figure(fig, "accuracy_matrices")
 
 
 def plot_costs(workdir, summary):
   """F3: per-domain adaptation time and compiled peak memory per method."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  names = list(summary)
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
-  width = 0.8 / len(names)
-  for k, name in enumerate(names):
-    methods = list(summary[name])
-    x = np.arange(len(methods)) + k * width
+  width = 0.8 / len(summary)
+  for k, (name, by_method) in enumerate(summary.items()):
+    x = np.arange(len(by_method))
     for ax, key, scale in ((axes[0], "seconds_per_domain", 1e3),
                            (axes[1], "peak_bytes", 1 / 2**20)):
-      values = [summary[name][m][key] * scale for m in methods]
-      errors = [(summary[name][m][key + "_se"] or 0) * scale for m in methods]
-      ax.bar(x, values, width, yerr=errors, label=name if ax is axes[0] else None)
-      ax.set_xticks(np.arange(len(methods)) + 0.4 - width / 2)
-      ax.set_xticklabels(methods, rotation=60, ha="right", fontsize=7)
+      ax.bar(x + k * width, [s[key] * scale for s in by_method.values()],
+             width, yerr=[(s[key + "_se"] or 0) * scale
+                          for s in by_method.values()],
+             label=name if ax is axes[0] else None)
+      ax.set_xticks(x + 0.4 - width / 2, list(by_method), rotation=60,
+                    ha="right", fontsize=7)
       ax.set_yscale("log")
   axes[0].set_ylabel("adaptation time per domain (ms)")
   axes[1].set_ylabel("compiled peak memory of the update (MiB)")
   fig.legend(loc="upper right", fontsize=8)
   fig.suptitle("EMC should cut time and memory sharply against GCAL-style"
                " (paper: -87.4% time, -92.4% memory)")
-  fig.tight_layout(rect=(0, 0, 1, 0.94))
+  fig.tight_layout(rect=(0, 0, 0.93, 0.94))
   return workdir.save_figure(fig, "cost_per_domain")
 
 
@@ -399,13 +386,11 @@ def notes(config):
       " + VGAE memory generator trained by gradient matching + replay), run"
       f" with {config.adapt_epochs} epoch(s) per domain and warmup 0; 'direct'"
       " is the same adaptation without memory.",
-      "Time per method: best of 3 compiled update calls per domain after a"
-      " warm-up (compilation excluded) on a shared CPU, a measurement, not a"
-      " test. The time check uses its own measurement: EMC's and GCAL-style's"
-      f" updates on the first seed's domains over {config.timing_rounds}"
-      " alternating rounds, the median per-round ratio with its 10-90% spread"
-      " (inconclusive when the bound lies inside it). Memory: XLA's compiled"
-      " footprint of the update (arguments + outputs - aliased + temporaries).",
+      "seconds_per_domain: best of 3 compiled update calls per domain after a"
+      " warm-up on a shared CPU, a measurement, not a test. The time check"
+      " times EMC's and GCAL-style's updates of the first seed's domains in"
+      f" {config.timing_rounds} alternating rounds (median per-round ratio,"
+      " 10-90% spread). Memory: XLA's compiled footprint of the update.",
       "The CSBM edges are sampled with numpy (one Bernoulli per pair, the"
       " distribution of networkx.stochastic_block_model; networkx is not"
       " installed).",
@@ -418,7 +403,8 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
                * (len(config.seeds) * (1 + len(config.methods)) + timed))
   summary, time_ratios, provenance, cache = {}, {}, {}, {}
   for name in config.sequences:
-    sequences = build_sequences(config, name)
+    sequences = {seed: SEQUENCES[name](seed=seed, **config[name].to_dict())
+                 for seed in config.seeds}
     padded = domains_lib.PaddedDomains(sequences, config.pad_multiple)
     provenance[name] = sequences[config.seeds[0]].provenance
     every = all_methods(config, len(padded.graphs[config.seeds[0]]) - 1)
@@ -457,7 +443,7 @@ def validate(config):
   known = sorted(all_methods(config, num_targets=1))
   if not set(config.methods) <= set(known):
     raise ValueError(f"methods {config.methods}: known are {known}.")
-  if not set(config.sequences) <= {"csbm", "digits"}:
+  if not set(config.sequences) <= set(SEQUENCES):
     raise ValueError(f"sequences {config.sequences}: known are csbm, digits.")
   if config.timing_rounds < 1:
     raise ValueError(f"timing_rounds must be >= 1; got {config.timing_rounds}.")

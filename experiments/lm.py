@@ -3,9 +3,10 @@
 The pieces an LM experiment needs besides its optimizer: the corpus (pydoc
 topics prose and standard-library source, a fixed document split), the
 shared :class:`jaxpapers.models.Transformer` viewed as a pure function of a
-dict of params, fixed validation windows, and a ``lax.scan`` chunk of
-training steps whose batches are pure functions of ``(data_key, step)``, so a
-resumed run sees the same batches. Any ``ffn_factory`` (e.g. a mixture of
+dict of params, a warmup-stable-decay schedule, Muon's split of those params,
+fixed validation windows, and a ``lax.scan`` chunk of training steps whose
+batches are pure functions of ``(data_key, step)``, so a resumed run sees the
+same batches. Any ``ffn_factory`` (e.g. a mixture of
 experts) plugs in; its auxiliary outputs are averaged over the chunk.
 """
 
@@ -75,6 +76,32 @@ class LanguageModel:
     """Next-token cross-entropy (nats/token) of ``(B, L+1)`` windows, and aux."""
     logits, aux = self.apply(params, windows_BxL1[:, :-1])
     return models.next_token_loss(logits, windows_BxL1[:, 1:]), aux
+
+
+def wsd_schedule(peak: float, *, num_steps: int, warmup_steps: int,
+                 decay_start: int) -> optax.Schedule:
+  """Warmup-stable-decay: linear warm-up, constant, linear decay to 0 at the end."""
+
+  def schedule(step):
+    t = jnp.asarray(step).astype(jnp.float32)
+    warm = (t + 1) / warmup_steps
+    decay = (num_steps - t) / (num_steps - decay_start)
+    return peak * jnp.clip(jnp.minimum(warm, decay), 0.0, 1.0)
+
+  return schedule
+
+
+def muon_dimension_numbers(params: dict[str, Any]) -> Any:
+  """Muon for the 2-D hidden matrices; embeddings and vectors go to its Adam.
+
+  Pass it as ``muon_weight_dimension_numbers`` of ``optax.contrib.muon`` for
+  the params of a :class:`LanguageModel`.
+  """
+  def dims(path, x):
+    if x.ndim != 2 or "embed" in jax.tree_util.keystr(path):
+      return None
+    return optax.contrib.MuonDimensionNumbers()
+  return jax.tree_util.tree_map_with_path(dims, params)
 
 
 def validation_windows(tokens: np.ndarray, num_windows: int, length: int,

@@ -124,47 +124,23 @@ def make_model(name: str, config, seed: int):
   return amr.WAMRViT(backbone, rngs=rngs)
 
 
-native_tokens = jax.vmap(functools.partial(amr.tokenize, mode="native"))
-
-
-def residual_step(model, x, trees=None):
-  """``x + model(x)`` on any model's own state: field, leaf tokens or native field."""
-  if isinstance(model, amr.NativeWAMRViT):
-    return x + model(native_tokens(x, trees), trees)
-  return x + (model(x) if trees is None else model(x, trees))
-
-
-def relative_l2(pred, target):
-  """Per-sample ||pred - target|| / ||target||, averaged over the batch."""
-  axes = tuple(range(1, pred.ndim))
-  err = jnp.sqrt(jnp.sum((pred - target) ** 2, axis=axes))
-  return jnp.mean(err / jnp.sqrt(jnp.sum(target ** 2, axis=axes)))
-
-
 def batch_loss(model, batch, name, pushforward_steps: int, input_noise: float):
-  """Mean relative L2 over ``K = pushforward_steps`` unrolled steps.
+  """:func:`jaxpapers.amr.pushforward_loss` of one batch.
 
-  Push-forward (the authors' ``pf=K``): step ``k`` starts from the model's
-  step ``k - 1`` prediction under ``stop_gradient`` and is scored against
-  frame ``t + k`` (``K = 1``: the one-step loss). The first input gets
-  Gaussian noise of std ``input_noise`` (real leaves only; ours).
-  Uniform-storage WAMRViT is scored on its leaf tokens, the others on the
-  finest field (``trees`` is None for the uniform ViTs).
+  Uniform-storage WAMRViT is scored on its leaf tokens (noise on real leaves
+  only), the others on the finest field (``trees`` is None for uniform ViTs).
   """
   inputs, targets_K, trees, noise_key = batch
-  x, y_K, real = inputs, targets_K, jnp.ones((), jnp.bool_)
+  real = None
   if name == "wamrvit":
-    x = jax.vmap(amr.tokenize)(inputs, trees)
-    y_K = jax.vmap(jax.vmap(amr.tokenize), in_axes=(1, None), out_axes=1)(
-        targets_K, trees)
+    inputs = jax.vmap(amr.tokenize)(inputs, trees)
+    targets_K = jax.vmap(jax.vmap(amr.tokenize), in_axes=(1, None),
+                         out_axes=1)(targets_K, trees)
     real = trees.mask[..., None, None, None]
-  noise = input_noise * jax.random.normal(noise_key, x.shape, x.dtype)
-  x = x + jnp.where(real, noise, jnp.zeros((), x.dtype))
-  losses = []
-  for k in range(pushforward_steps):
-    x = residual_step(model, jax.lax.stop_gradient(x), trees)
-    losses.append(relative_l2(x, y_K[:, k]))
-  return sum(losses) / pushforward_steps
+  step = functools.partial(amr.residual_step, model, trees=trees)
+  return amr.pushforward_loss(step, inputs, targets_K, pushforward_steps,
+                              noise_key=noise_key, input_noise=input_noise,
+                              noise_mask=real)
 
 
 @functools.lru_cache(maxsize=None)
@@ -238,40 +214,30 @@ def train_model(config, workdir, name, seed, train, train_trees, mesh):
 
 
 class StageTimer:
-  """The ``call`` hook of the amr rollouts: wall-clock seconds per stage.
-
-  The first call per stage and argument shapes compiles outside the timing.
-  """
+  """The rollouts' ``call`` hook: seconds per stage, compiling outside the timing."""
 
   def __init__(self):
-    self._compiled = set()
-    self._seconds = collections.defaultdict(float)
+    self.compiled, self.seconds = set(), collections.defaultdict(float)
 
   def __call__(self, stage, fn, *args):
     key = (stage, tuple(np.shape(x) for x in jax.tree.leaves(args)))
-    if key not in self._compiled:
+    if key not in self.compiled:  # first call per stage and shapes: compile
       jax.block_until_ready(fn(*args))
-      self._compiled.add(key)
+      self.compiled.add(key)
     start = time.perf_counter()
     out = jax.block_until_ready(fn(*args))
-    self._seconds[stage] += time.perf_counter() - start
+    self.seconds[stage] += time.perf_counter() - start
     return out
-
-  def take(self, stage: str) -> float:
-    """Seconds in ``stage`` since the last ``take`` of it."""
-    return self._seconds.pop(stage, 0.0)
 
 
 @functools.partial(jax.jit, static_argnames="graphdef")
 def _advance(params, x, trees=None, *, graphdef):
-  return residual_step(nnx.merge(graphdef, params), x, trees)
+  return amr.residual_step(nnx.merge(graphdef, params), x, trees)
 
 
-def rollout_uniform(advance, initial, num_steps, patch, call):
+def rollout_uniform(advance, u, num_steps, patch, call):
   """Free rollout of a uniform ViT (no mesh: ``trees`` is None)."""
-  tokens = np.full(initial.shape[0],
-                   (initial.shape[1] // patch) * (initial.shape[2] // patch))
-  u = initial
+  tokens = np.full(u.shape[0], (u.shape[1] // patch) * (u.shape[2] // patch))
   for _ in range(num_steps):
     u = call("model", advance, u)
     yield amr.RolloutStep(u, tokens, None)
@@ -294,12 +260,7 @@ def rollouts(name, graphdef, params, initial, num_steps, mesh):
 
 def roi_masks(fields_BxHxWx1, mesh):
   """Pixels under finest leaves of the mesh built from each true field."""
-  trees = amr.build_meshes(fields_BxHxWx1, mesh)
-  finest = (trees.level == mesh.max_level) & trees.mask
-  indicator = jnp.broadcast_to(
-      finest[..., None, None, None].astype(jnp.float32),
-      finest.shape + trees.geometry.patch + (1,))
-  return jax.vmap(amr.detokenize)(indicator, trees)[..., 0] > 0.5
+  return jax.vmap(amr.finest_pixels)(amr.build_meshes(fields_BxHxWx1, mesh))
 
 
 def vrmse(pred, true, mask=None):
@@ -318,14 +279,14 @@ def evaluate_rollout(rollout, truth, roi):
   records, steps = [], []
   for k, step in enumerate(rollout(call=timer), start=1):
     field, tokens = np.asarray(step.fields), np.asarray(step.num_tokens)
-    model_seconds = timer.take("model")
+    model_seconds = timer.seconds.pop("model")
     records.append({
         "step": k,
         "vrmse": float(np.mean(vrmse(field, truth[:, k]))),
         "vrmse_roi": float(np.mean(vrmse(field, truth[:, k], roi[:, k]))),
         "tokens": float(np.mean(tokens)),
         "tokens_per_s": float(np.sum(tokens) / model_seconds),
-        "ms_per_step": 1e3 * (model_seconds + timer.take("regrid")),
+        "ms_per_step": 1e3 * (model_seconds + timer.seconds.pop("regrid", 0.0)),
         "finite": bool(np.isfinite(field).all()),
     })
     steps.append(step._replace(fields=field))
@@ -357,12 +318,7 @@ def over_seeds(per_seed):
 
 
 def evaluate_claim(summary, short: int):
-  """Pass/fail checks of the claim from the per-variant seed means.
-
-  Accuracy is compared over the first ``short`` rollout steps (before the
-  CPU-sized models lose the fronts); regridding vs the frozen mesh over the
-  whole rollout.
-  """
+  """The claim's checks from the seed means: accuracy over the first ``short`` steps."""
   wamr, frozen = summary["wamrvit_regrid"], summary["wamrvit_frozen"]
   native = summary["wamrvit_native"]
   fine, coarse = summary["vit_p4"], summary["vit_p8"]
@@ -424,9 +380,8 @@ def _draw_leaves(ax, trees):
   from matplotlib.collections import LineCollection  # pylint: disable=g-import-not-at-top
   count = int(trees.num_leaves[0])
   segments = []
-  for level, i, j in zip(np.asarray(trees.level[0][:count]),
-                         np.asarray(trees.i[0][:count]),
-                         np.asarray(trees.j[0][:count])):
+  for level, i, j in np.asarray([trees.level[0], trees.i[0], trees.j[0]]).T[
+      :count]:
     h, w = trees.geometry.cell_pixels(int(level))
     y0, x0 = i * h - 0.5, j * w - 0.5
     segments += [[(x0, y0), (x0 + w, y0)], [(x0, y0), (x0, y0 + h)]]
@@ -440,31 +395,24 @@ def plot_fields(workdir, truth, examples, mesh):
   steps = sorted({1, (horizon + 1) // 2, horizon})
   rows = ["truth"] + list(examples)
   fig, axes = plt.subplots(len(rows), len(steps), squeeze=False,
-                           figsize=(2.4 * len(steps), 2.4 * len(rows) + 0.6))
+                           figsize=(2.4 * len(steps) + 1, 2.4 * len(rows)),
+                           layout="constrained")
   lo, hi = float(truth.min()), float(truth.max())
   for c, k in enumerate(steps):
     for r, row in enumerate(rows):
       ax = axes[r, c]
-      if row == "truth":
-        image = truth[0, k, ..., 0]
-        trees = amr.build_meshes(jnp.asarray(truth[:1, k]), mesh)
-      else:
-        step = examples[row][k - 1]
-        image, trees = step.fields[0, ..., 0], step.trees
-      shown = ax.imshow(image, cmap="viridis", vmin=lo, vmax=hi)
-      if trees is not None:
-        _draw_leaves(ax, trees)
-      ax.set_xticks([])
-      ax.set_yticks([])
-      if c == 0:
-        ax.set_ylabel(f"{row}\ny (pixels)", fontsize=8)
-      if r == 0:
-        ax.set_title(f"step {k}", fontsize=9)
-      if r == len(rows) - 1:
-        ax.set_xlabel("x (pixels)", fontsize=8)
+      step = examples[row][k - 1] if row != "truth" else amr.RolloutStep(
+          truth[:1, k], None, amr.build_meshes(jnp.asarray(truth[:1, k]), mesh))
+      shown = ax.imshow(step.fields[0, ..., 0], cmap="viridis", vmin=lo,
+                        vmax=hi)
+      if step.trees is not None:
+        _draw_leaves(ax, step.trees)
+      ax.set(xticks=[], yticks=[], title=f"step {k}" if r == 0 else "",
+             xlabel="x (pixels)" if r == len(rows) - 1 else "",
+             ylabel=f"{row}\ny (pixels)" if c == 0 else "")
   fig.colorbar(shown, ax=axes, shrink=0.5, label="u (field value)")
   fig.suptitle("Regridding keeps the finest leaves (white) on the moving"
-               " discs; the frozen mesh does not", fontsize=10)
+               " discs;\na frozen mesh cannot follow them", fontsize=10)
   return workdir.save_figure(fig, "fields_and_meshes")
 
 
@@ -592,26 +540,25 @@ def model_metadata(config, num_params):
 
 
 def validate(config):
-  rollout = config.rollout
-  problems = [
-      (config.checkpoint_every % config.log_every != 0,
-       f"checkpoint_every={config.checkpoint_every} must be a multiple of"
+  rollout, steps = config.rollout, config.data.num_steps
+  for failed, problem in [
+      (config.checkpoint_every % config.log_every,
+       f"checkpoint_every={config.checkpoint_every} is not a multiple of"
        f" log_every={config.log_every}"),
-      (rollout.start + rollout.num_steps > config.data.num_steps,
+      (rollout.start + rollout.num_steps > steps,
        f"rollout.start + rollout.num_steps = {rollout.start + rollout.num_steps}"
-       f" exceeds the trajectories' {config.data.num_steps} steps"),
+       f" exceeds the trajectories' {steps} steps"),
       (not 1 <= rollout.short_horizon <= rollout.num_steps,
-       f"rollout.short_horizon={rollout.short_horizon} must be in [1,"
-       f" rollout.num_steps={rollout.num_steps}]"),
-      (not 1 <= config.train.pushforward_steps <= config.data.num_steps,
-       f"train.pushforward_steps={config.train.pushforward_steps} must be in"
-       f" [1, data.num_steps={config.data.num_steps}]"),
+       f"rollout.short_horizon={rollout.short_horizon} is not in [1,"
+       f" rollout.num_steps]"),
+      (not 1 <= config.train.pushforward_steps <= steps,
+       f"train.pushforward_steps={config.train.pushforward_steps} is not in"
+       f" [1, data.num_steps={steps}]"),
       (not set(config.models) <= set(MODELS),
-       f"models={tuple(config.models)} must be among {MODELS}"),
-  ]
-  for failed, message in problems:
+       f"models={tuple(config.models)} are not among {MODELS}")]:
     if failed:
-      raise ValueError(message + ".")
+      raise ValueError(problem + ".")
+  mesh_config(config)  # tolerances, passes, bucket
   amr.make_geometry((config.data.size,) * 2, config.tree.patch,
                     config.tree.max_level)
 

@@ -8,11 +8,13 @@ Smoke test (under a minute)::
 
   python -m experiments.ema_nesterov --config experiments/configs/ema_nesterov.py:smoke
 
-The spec's E2 scaled to the CPU budget: a 2-layer, width-64 decoder-only
-transformer (the shared ``jaxpapers.models.Transformer``: learned positions,
-not RoPE), context 64, batch 16, 800 steps of a warmup-stable-decay schedule
-(5% warm-up, linear decay over the last 30%). EMA-Nesterov follows the
-authors' recipe scaled to the run: beta tied to lr(t)/lr_peak, on from 20% to
+Our CPU-scale version of the paper's LM pre-training comparison (the
+protocol is ours; see ``docs/ema_nesterov.md``): a 2-layer, width-64
+decoder-only transformer (the shared ``jaxpapers.models.Transformer``:
+learned positions, not RoPE), context 64, batch 16, 800 steps of a
+warmup-stable-decay schedule (5% warm-up, linear decay over the last 30%).
+EMA-Nesterov follows the authors' recipes (github.com/OptimAI-Lab/
+ema-nesterov) scaled to the run: beta tied to lr(t)/lr_peak, on from 20% to
 90% of training. Phase 1: a beta x gamma grid on AdamW with one seed
 (``grid_seed``, not reused later). Phase 2: AdamW and Muon with and without
 the best cell, optax.lookahead(AdamW) and schedule-free AdamW, each with

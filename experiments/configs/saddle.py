@@ -22,11 +22,12 @@ gloo collectives on localhost; it gives the same numbers::
 one device, so the default sweep, with EG's 4e5 steps at L_xx/L_xy = 1000,
 takes hours this way; use ``:smoke`` or smaller ``ratios``.)
 
-Setup from the spec's E1: d_x = d_y = ``dim`` quadratic games with L_xy = 1,
-mu = 1e-3 and L_xx = L_yy = ratio * L_xy for each ratio; every method starts
-at z = 0 and stops at ||F(z)|| <= ``rtol`` * ||F(0)||. EG and OGDA try the
-step sizes ``step_multipliers`` x (1/L, 1/(2L)) and report the best; GDA uses
-mu / L^2; DM-SP uses its defaults (eta = 1/(2 L_xy), sigma = 0.5, tau = 0.1).
+Setup (our CPU-scale protocol, docs/saddle_decoupled.md): d_x = d_y = ``dim``
+quadratic games with L_xy = 1, mu = 1e-3 and L_xx = L_yy = ratio * L_xy for
+each ratio; every method starts at z = 0 and stops at ||F(z)|| <= ``rtol`` *
+||F(0)||. EG and OGDA try the step sizes ``step_multipliers`` x (1/L, 1/(2L))
+and report the best; GDA uses mu / L^2; DM-SP uses its defaults (eta =
+1/(2 L_xy), sigma = 0.5, tau = 0.1).
 """
 
 import ml_collections

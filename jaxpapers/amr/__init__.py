@@ -3,8 +3,8 @@
 Balanced quadtrees built under ``jit`` from dense fields, leaf tokens in
 uniform and native storage, 3-axis rotary embeddings over (x, y, scale),
 cell-space regridding, the WAMRViT (uniform and native storage) / uniform ViT
-models, and their inference rollouts with regridding
-(:mod:`jaxpapers.amr.rollout`).
+models, their training objective (:mod:`jaxpapers.amr.training`) and their
+inference rollouts with regridding (:mod:`jaxpapers.amr.rollout`).
 :mod:`jaxpapers.amr.reference` holds the slow Python reference that tests and
 benchmarks compare against.
 """
@@ -25,6 +25,7 @@ from jaxpapers.amr.quadtree import truncate
 from jaxpapers.amr.regrid import regrid
 from jaxpapers.amr.rollout import bucket_size
 from jaxpapers.amr.rollout import build_meshes
+from jaxpapers.amr.rollout import finest_pixels
 from jaxpapers.amr.rollout import MeshConfig
 from jaxpapers.amr.rollout import native_rollout
 from jaxpapers.amr.rollout import quadtree_rollout
@@ -33,6 +34,9 @@ from jaxpapers.amr.rollout import RolloutStep
 from jaxpapers.amr.rope import rope_3d
 from jaxpapers.amr.tokens import detokenize
 from jaxpapers.amr.tokens import tokenize
+from jaxpapers.amr.training import pushforward_loss
+from jaxpapers.amr.training import relative_l2
+from jaxpapers.amr.training import residual_step
 from jaxpapers.amr.vit import BackboneConfig
 from jaxpapers.amr.vit import ParallelBlock
 from jaxpapers.amr.vit import patchify

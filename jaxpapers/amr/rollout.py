@@ -162,6 +162,19 @@ def regrid_native(fields_BxHxWxC: jax.Array, trees: Quadtree,
 _decode = jax.jit(jax.vmap(detokenize))
 
 
+def finest_pixels(tree: Quadtree) -> jax.Array:
+  """Bool ``(H, W)``: the pixels under finest (level-``L``) leaves of one tree.
+
+  Built from the true field's mesh, these are the region of interest of the
+  rollout metrics (our definition: the pixels the mesh resolves finest).
+  """
+  finest = (tree.level == tree.geometry.max_level) & tree.mask
+  indicator = jnp.broadcast_to(
+      finest[:, None, None, None].astype(jnp.float32),
+      finest.shape + tree.geometry.patch + (1,))
+  return detokenize(indicator, tree)[..., 0] > 0.5
+
+
 def _call_directly(stage: str, fn: Callable[..., Any], *args: Any) -> Any:
   del stage  # the default runs every stage as it is
   return fn(*args)

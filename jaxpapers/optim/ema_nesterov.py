@@ -5,13 +5,14 @@ Nesterov-style lookahead extrapolates along the last step
 EMA-Nesterov (Yau et al., 2026) extrapolates along an exponential moving
 average of the anchor's increments instead, and wraps any base optimizer.
 
-Source status (see ``shared/papers/ema_nesterov.md``): the update rule, the
-beta schedule tied to the learning-rate ratio with warm-up / rest gating, the
+Source status (see ``docs/ema_nesterov.md``): the update rule, the beta
+schedule tied to the learning-rate ratio with warm-up / rest gating, the
 absence of bias correction, both ``m_init`` variants and evaluation at the
-anchor are taken from the authors' code. **Reconstruction** (ours): the optax
-formulation with ``params`` held at the lookahead point, the state with a
-single parameter-sized buffer (the reference keeps ``m`` and a copy of the
-anchor), :func:`ema_nesterov_eval_params`, and the ``increment="inner"``
+anchor are taken from the authors' code (``OptimAI-Lab/ema-nesterov`` and
+``OptimAI-Lab/ema-nesterov-module`` on GitHub). **Reconstruction** (ours):
+the optax formulation with ``params`` held at the lookahead point, the state
+with a single parameter-sized buffer (the reference keeps ``m`` and a copy of
+the anchor), :func:`ema_nesterov_eval_params`, and the ``increment="inner"``
 ablation.
 """
 

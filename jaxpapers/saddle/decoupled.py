@@ -5,10 +5,10 @@ available. It says that the method reduces the saddle problem, through a
 multi-stage reduction, to a sequence of *decoupled minimisations of residual
 norms*, matches the communication lower bound and improves on
 Extragradient's oracle cost. Everything below (the outer loop, the Jacobi
-rounds, the local solver, the stopping tests and every default) is the
-jaxpapers spec's reconstruction (``shared/papers/saddle_decoupled.md``,
-"reading A": players own their blocks; a round exchanges the blocks), not the
-paper's algorithm, and the rates quoted are the spec's, not the paper's.
+rounds, the local solver, the stopping tests and every default) is our
+reconstruction (``docs/saddle_decoupled.md``; players own their blocks and a
+round exchanges the blocks), not the paper's algorithm, and the rates quoted
+are our reconstructed rates, not the paper's.
 
 **Outer loop: hybrid proximal extragradient (HPE) on F.** Stage :math:`k`
 finds :math:`\hat z \approx (I + \eta F)^{-1} z_k`, accepted once
@@ -44,7 +44,7 @@ tested point with :math:`\|\nabla\varphi(w)\| \le \tau \max(\|w -
 z_{k,i}\|/\eta, 10^{-12})` or after ``max_local_iters`` gradients. Every
 :math:`\nabla\varphi` is one oracle call; no collective runs inside.
 
-Reconstructed costs (spec, to be checked empirically): rounds
+Reconstructed costs (ours, to be checked empirically): rounds
 :math:`\tilde O(L_{xy} D^2/\varepsilon)`, oracle calls
 :math:`\tilde O((L_{xy} + \sqrt{L_{xy} L_{xx}}) D^2/\varepsilon)`; on a
 :math:`\mu`-strongly monotone game the same loop converges linearly, in

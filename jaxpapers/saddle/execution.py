@@ -210,7 +210,7 @@ def _for_every_player(fn, mesh, player_args, shared_args, *,
 
   specs = ((jax.P(PLAYER_AXIS),) * len(player_args)
            + (jax.P(),) * len(shared_args))
-  # Explicit mesh axes: lay the inputs out as the specs say before entering.
+  # Explicit mesh axes: lay the inputs out as their PartitionSpecs say first.
   args = tuple(
       jax.tree.map(lambda x, s=spec: jax.reshard(x, jax.NamedSharding(mesh, s)),
                    arg)

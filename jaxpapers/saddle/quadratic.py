@@ -204,8 +204,9 @@ def random_saddle_game(
     key: jax.Array, dim: int, *, l_xx: float, l_xy: float, mu: float,
     l_yy: float | None = None, dtype: jnp.dtype = jnp.float32,
 ) -> Game:
-  r"""The spec's E1 game with controlled :math:`L_{xx}, L_{yy}, L_{xy}, \mu`.
+  r"""A quadratic game with controlled :math:`L_{xx}, L_{yy}, L_{xy}, \mu`.
 
+  The game of our CPU-scale protocol (``docs/saddle_decoupled.md``):
   :math:`P = U \mathrm{diag}(\lambda) U^\top` with :math:`\lambda`
   log-spaced in :math:`[\mu, L_{xx}]`, :math:`Q` likewise up to
   :math:`L_{yy}` (default :math:`L_{xx}`), :math:`B = V \mathrm{diag}(s)

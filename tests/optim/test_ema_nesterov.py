@@ -74,7 +74,11 @@ def _optax_inner(kind):
 
 def _reference(kind, numpy_grad, x0, num_steps, *, beta_max, gamma, warmup,
                rest, m_init, increment):
-  """The spec's loop in the anchor x: returns the anchors and lookahead points."""
+  """The authors' update loop (OptimAI-Lab/ema-nesterov) in NumPy, on anchors.
+
+  Returns the anchors and the lookahead points; ``increment="inner"`` is our
+  ablation, not in their code.
+  """
   inner_init, inner_update = _numpy_inner(kind)
   x = dict(x0)
   m = {k: np.zeros_like(v) for k, v in x.items()}

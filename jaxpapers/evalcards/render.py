@@ -1,0 +1,87 @@
+"""Reader modes: the same evidence worded for a research and for a policy reader.
+
+Evaluation Cards (arXiv 2606.09809) render one record for two audiences: a
+researcher wants field names and thresholds, a policy reader wants to know
+whether a result can be re-run, who reported it and whether sources agree.
+Both modes read the same :func:`summary`; only words and badges differ.
+"""
+
+from typing import Any, Mapping
+
+AUDIENCES = ("research", "policy")
+
+
+def summary(analysis: Mapping[str, Any],
+            completeness: Mapping[str, Any] | None = None) -> dict[str, Any]:
+  """The card-level numbers behind every badge, from :func:`signals.analyze`."""
+  results, groups = analysis["results"], analysis["groups"]
+  flagged = [r for r in results if r["reproducibility"]["flagged"]]
+  missing = sorted({f for r in flagged for f in r["reproducibility"]["missing"]})
+  compared = [g for g in groups
+              if g["comparability"]["cross_party_divergence"] is not None]
+  divergent = [g for g in compared if g["comparability"]["cross_party_divergence"]]
+  return {
+      "num_results": len(results),
+      "reproducibility_flagged": len(flagged),
+      "reproducibility_missing": missing,
+      "completeness": None if completeness is None else completeness["score"],
+      "completeness_missing": [] if completeness is None
+                              else completeness["missing"],
+      "sources": sorted({s for g in groups for s in g["provenance"]["sources"]}),
+      "multi_source_groups": sum(g["provenance"]["is_multi_source"]
+                                 for g in groups),
+      "first_party_only": bool(groups) and all(
+          g["provenance"]["first_party_only"] for g in groups),
+      "compared_groups": len(compared),
+      "divergent_groups": [f"{g['evaluation_name']} / {g['metric']}"
+                           for g in divergent],
+  }
+
+
+def badges(card_summary: Mapping[str, Any], audience: str) -> list[dict[str, str]]:
+  """One badge per signal: ``{"signal", "state" (ok/warn/na), "label", "text"}``."""
+  if audience not in AUDIENCES:
+    raise ValueError(f"audience must be one of {AUDIENCES}, got {audience!r}.")
+  s, research = card_summary, audience == "research"
+  out = []
+  flagged, n = s["reproducibility_flagged"], s["num_results"]
+  out.append(_badge(
+      "reproducibility", "warn" if flagged else "ok",
+      ("Reproducibility gap" if flagged else "Reproducible") if research
+      else ("Hard to re-run" if flagged else "Can be re-run"),
+      (f"{flagged}/{n} results miss {', '.join(s['reproducibility_missing'])}"
+       if flagged else f"all {n} results record every field checked")
+      if research else
+      ("some settings needed to repeat these numbers were not recorded"
+       if flagged else "every setting needed to repeat these numbers is recorded")))
+  score = s["completeness"]
+  out.append(_badge(
+      "completeness", "na" if score is None else "ok" if score >= 0.8 else "warn",
+      "Reporting completeness" if research else "Documentation",
+      ("not assessed" if score is None else f"{score:.2f}"
+       + (f" (missing: {', '.join(s['completeness_missing'])})"
+          if s["completeness_missing"] else "")) if research else
+      ("not assessed" if score is None else "mostly complete" if score >= 0.8
+       else "important details are missing")))
+  out.append(_badge(
+      "provenance", "warn" if s["first_party_only"] else "ok",
+      "Provenance" if research else "Who reported it",
+      f"sources: {', '.join(s['sources']) or 'none'};"
+      f" {s['multi_source_groups']} multi-source groups" if research else
+      ("only the people who ran it" if s["first_party_only"]
+       else "more than one party reported these results")))
+  compared, divergent = s["compared_groups"], s["divergent_groups"]
+  out.append(_badge(
+      "comparability", "na" if not compared else "warn" if divergent else "ok",
+      "Cross-party divergence" if research else "Do sources agree?",
+      ("no group reported by two parties" if not compared else
+       f"{len(divergent)}/{compared} compared groups diverge"
+       + (f": {'; '.join(divergent)}" if divergent else "")) if research else
+      ("nothing to compare" if not compared else
+       f"{'no' if not divergent else len(divergent)} of {compared} numbers"
+       " differ from the other source's beyond the tolerance")))
+  return out
+
+
+def _badge(signal: str, state: str, label: str, text: str) -> dict[str, str]:
+  return {"signal": signal, "state": state, "label": label, "text": text}
