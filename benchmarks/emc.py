@@ -16,8 +16,6 @@ Run: ``python -m benchmarks.emc``.
 import jax
 
 from jaxpapers import profiling
-from experiments.emc import compiled_footprint
-from experiments.emc import PaddedDomains
 from jaxpapers.graph import baselines
 from jaxpapers.graph import domains
 from jaxpapers.graph import emc
@@ -29,7 +27,7 @@ WARM_DOMAINS = 4
 
 def main():
   seq = domains.csbm_sequence(num_domains=WARM_DOMAINS + 2, seed=0)
-  padded = PaddedDomains({0: seq}, 512)
+  padded = domains.PaddedDomains({0: seq}, 512)
   graphs_, source = padded.graphs[0], seq.domains[0]
   labels = padded.node_array(source.labels)
   labelled = padded.node_array(source.train_mask)
@@ -50,7 +48,7 @@ def main():
       state = method.update(state, graph)
     seconds = profiling.time_jitted(method.update, state, target)
     compiled = jax.jit(method.update).lower(state, target).compile()
-    cost[name] = (seconds, compiled_footprint(compiled))
+    cost[name] = (seconds, profiling.compiled_footprint(compiled))
     print(f"{name:7s} update: {1e3 * seconds:8.2f} ms,"
           f" peak {cost[name][1]['peak_bytes'] / 2**20:7.2f} MiB"
           f" (temporaries {cost[name][1]['temp_bytes'] / 2**20:7.2f} MiB)")

@@ -11,8 +11,8 @@ baselines with several seeds. Validation loss is measured at the anchor
 
 The report checks the claim of Yau et al., "EMA-Nesterov" (arXiv 2605.25395,
 abstract): EMA-Nesterov on top of a base optimizer lowers the loss, reaches
-the base's final loss in fewer steps (about 6% at GPT-2-small scale in
-modded-nanogpt, KellerJordan/modded-nanogpt#308), and beats short- and
+the base's final loss in fewer steps (about 6% at GPT-2-small scale in the
+modded-nanogpt optimizer-track records #39 and #40), and beats short- and
 multi-step lookahead. The CPU-scale protocol is ours: see
 ``docs/ema_nesterov.md``.
 """

@@ -91,7 +91,7 @@ _accuracy = jax.jit(gcn.masked_accuracy)
 
 
 def fit_source_model(config, workdir, padded, name, seed) -> gcn.GCN:
-  """The source GCN of one sequence and seed: a one-step run (restored once done)."""
+  """The source GCN of one sequence and seed: a one-step run, restored once done."""
   sequence = padded.sequences[seed]
   source = sequence.domains[0]
 
@@ -123,8 +123,10 @@ def compiled_update(cache, method_name, update_fn, state, graph):
 
 
 def adapt(method_name, method, model, padded, seed, cache):
-  """A method through a sequence: its state after each domain (0: the source)
-  and, per target domain, ``(compiled update, footprint, state before, graph)``.
+  """Runs a method through a sequence, keeping its states and compiled steps.
+
+  Returns the state after each domain (0: the source) and, per target
+  domain, ``(compiled update, footprint, state before, graph)``.
   """
   source = padded.sequences[seed].domains[0]
   states = [method.init(model, padded.graphs[seed][0],
@@ -222,8 +224,11 @@ def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate_claim(summary, time_ratios) -> list[dict[str, Any]]:
-  """Checks per sequence from ``summary[sequence][method]`` (:func:`aggregate`)
-  and ``time_ratios[sequence]`` (:func:`measure_time_ratio`)."""
+  """The claim's checks per sequence.
+
+  ``summary[sequence][method]`` comes from :func:`aggregate`,
+  ``time_ratios[sequence]`` from :func:`measure_time_ratio`.
+  """
   checks = []
   for name, methods in summary.items():
     if "emc" not in methods:

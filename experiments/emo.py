@@ -149,7 +149,8 @@ def train_run(config, workdir, tokens, kind, seed) -> models.Transformer:
     state, parts = train_chunk(
         state, rest, tokens, data_key, pool_key, graphdef=graphdef,
         config=static, num_steps=min(config.log_every, num_steps - step))
-    return harness.Chunk(state, int(state.step), jax.device_get(parts))
+    parts = {k: float(v) for k, v in jax.device_get(parts).items()}
+    return harness.Chunk(state, int(state.step), parts)
 
   state = TrainState(jnp.int32(0), params, optimizer(config).init(params))
   state = workdir.train(f"{kind}_seed{seed}", state, chunk, num_steps=num_steps,

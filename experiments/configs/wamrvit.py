@@ -9,7 +9,7 @@ Smoke test (under a minute)::
 
   python -m experiments.wamrvit --config experiments/configs/wamrvit.py:smoke
 
-Setup from the WAMRViT spec's CPU reproduction, data set (a): discs with
+Our CPU protocol for WAMRViT (``docs/wamrvit.md``), data set (a): discs with
 tanh edges advected at (1.0, 0.5) px/step, 32 training and 8 test
 trajectories of 40 steps. Four models with the same backbone (parallel
 single-stream blocks) and matched parameters (the native model has 5% more,
@@ -20,7 +20,8 @@ tokens). Free-running rollouts of 30 steps from the first test frame, the
 uniform-storage quadtree ViT with regridding every step and with its initial
 mesh frozen, the native one with regridding.
 
-CPU sizing (ours; the spec's 3000 steps at D = 128 take 5-15 min per model):
+CPU sizing (ours; the protocol's 3000 steps at D = 128 take 5-15 min per
+model):
 D = 64, 2 heads of 32, 4 layers, 600 AdamW steps of batch 8, 3 seeds.
 """
 
@@ -65,7 +66,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train.learning_rate = 1e-3
   config.train.weight_decay = 1e-4
   config.train.clip_norm = 1.0
-  # Rollout stabilisers, off as in the spec's defaults: push-forward (pf=K,
+  # Rollout stabilisers, off by default: push-forward (the authors' pf=K,
   # K unrolled steps with stop-gradient between them; 1 = one-step loss) and
   # Gaussian noise on the training inputs (ours).
   config.train.pushforward_steps = 1

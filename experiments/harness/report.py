@@ -5,6 +5,7 @@ benchmark metadata (paper, claim, data), run data (config, seeds, versions,
 platform, our numbers, the paper's, checks, figures) and model metadata.
 """
 
+import datetime
 import hashlib
 import importlib.metadata
 import json
@@ -15,6 +16,9 @@ from typing import Any, Iterable, Mapping
 
 import jax
 import ml_collections
+
+from experiments.harness import card as card_lib
+from jaxpapers import evalcards
 
 PACKAGES = ("jaxpapers", "jax", "jaxlib", "flax", "optax", "chex",
             "orbax-checkpoint", "numpy", "scikit-learn", "statsmodels", "jraph")
@@ -34,27 +38,52 @@ def check(check_id: str, name: str, passed: bool | None, detail: str
 
 def result(evaluation_name: str, metric: str, score: Any, *,
            standard_error: float | None = None, num_samples: int = 1,
-           lower_is_better: bool = True) -> dict[str, Any]:
-  """One of our numbers (a mean over ``num_samples`` seeds, with its s.e.)."""
-  return {"evaluation_name": evaluation_name, "metric": metric,
-          "score": score, "standard_error": standard_error,
-          "num_samples": num_samples, "lower_is_better": lower_is_better}
+           lower_is_better: bool = True, unit: str | None = None
+           ) -> dict[str, Any]:
+  """One of our numbers (a mean over ``num_samples`` seeds, with its s.e.).
+
+  ``unit`` (e.g. "proportion", "percent", "ms") sets the divergence
+  threshold of the Evaluation Card's comparability signal.
+  """
+  row = {"evaluation_name": evaluation_name, "metric": metric,
+         "score": score, "standard_error": standard_error,
+         "num_samples": num_samples, "lower_is_better": lower_is_better}
+  if unit is not None:
+    row["unit"] = unit
+  return row
 
 
 def results_of(evaluation_name: str, summary: Mapping[str, Any],
                metrics: Iterable[str], *, num_samples: int,
-               higher_is_better: Iterable[str] = ()) -> list[dict[str, Any]]:
+               higher_is_better: Iterable[str] = (),
+               units: Mapping[str, str] | None = None
+               ) -> list[dict[str, Any]]:
   """Result rows of ``summary[metric]`` with ``summary[metric + "_se"]``."""
-  higher = set(higher_is_better)
+  higher, units = set(higher_is_better), units or {}
   return [result(evaluation_name, m, summary[m],
                  standard_error=summary.get(m + "_se"),
-                 num_samples=num_samples, lower_is_better=m not in higher)
+                 num_samples=num_samples, lower_is_better=m not in higher,
+                 unit=units.get(m))
           for m in metrics]
 
 
-def paper_result(evaluation_name: str, statement: str) -> dict[str, str]:
-  """What the paper reports (a number or a qualitative statement), and where."""
-  return {"evaluation_name": evaluation_name, "statement": statement}
+def paper_result(evaluation_name: str, statement: str, *,
+                 metric: str | None = None, score: float | None = None,
+                 unit: str | None = None) -> dict[str, Any]:
+  """What the paper reports, and where: a statement, and a number if it gives one.
+
+  A number (``metric`` and ``score``, named as our result row it is
+  compared with) becomes a third-party row of the Evaluation Card, so its
+  divergence from ours is computed.
+  """
+  row = {"evaluation_name": evaluation_name, "statement": statement}
+  if score is not None:
+    if metric is None:
+      raise ValueError("a paper number needs the metric it is compared on.")
+    row.update(metric=metric, score=float(score))
+    if unit is not None:
+      row["unit"] = unit
+  return row
 
 
 def config_hash(config: ml_collections.ConfigDict) -> str:
@@ -80,7 +109,7 @@ def make_report(*, name: str, config: ml_collections.ConfigDict,
   ids = [c["id"] for c in checks]
   if len(set(ids)) != len(ids):
     raise ValueError(f"check ids must be unique; got {ids}.")
-  return {
+  report = {
       "schema": "jaxpapers.report/2",
       "benchmark_metadata": {
           "experiment": name, "paper": dict(paper), "claim": claim,
@@ -113,6 +142,9 @@ def make_report(*, name: str, config: ml_collections.ConfigDict,
       },
       "model_metadata": dict(model),
   }
+  report["evaluation_card"] = card_lib.build(
+      report, str(int(datetime.datetime.now(datetime.timezone.utc).timestamp())))
+  return report
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
@@ -122,6 +154,13 @@ def render_markdown(report: Mapping[str, Any]) -> str:
   checks = run_data["checks"]
   lines = [
       f"# {bench['experiment']}: {paper.get('title', '')}",
+      "",
+      f"**Verdict.** {card_lib.verdict(report)}.",
+      "",
+  ]
+  lines += [f"- **{b['label']}**: {b['text']}" for b in evalcards.badges(
+      report["evaluation_card"]["summary"], "research")]
+  lines += [
       "",
       f"Paper: {paper.get('authors', '')}, <{paper.get('url', '')}>",
       "",
@@ -144,7 +183,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             for r in run_data["results"]]
   lines += ["", "## The paper's numbers", ""]
   lines += [f"- {r['evaluation_name']}: {r['statement']}"
-            for r in run_data["paper_results"]]
+            + (f" (compared: {r['metric']} = {fmt(r['score'])})"
+               if "score" in r else "") for r in run_data["paper_results"]]
   if run_data["figures"]:
     lines += ["", "## Figures", ""]
     lines += [f"![{f}]({f})" for f in run_data["figures"]]

@@ -34,6 +34,11 @@ import ml_collections
 from experiments import checkpointing
 from experiments.harness import report as report_lib
 
+try:
+  import tensorboardX  # pylint: disable=g-import-not-at-top
+except ImportError:  # the optional ``tensorboard`` extra
+  tensorboardX = None
+
 
 class WorkdirError(RuntimeError):
   """A workdir that this run must not write into (in use, another config)."""
@@ -59,11 +64,19 @@ class TrainResult(NamedTuple):
 
 
 class MetricWriter:
-  """One JSON object per line, written (and flushed to disk) by process 0 only."""
+  """One JSON object per line, written (and flushed to disk) by process 0 only.
 
-  def __init__(self, path: str, *, enabled: bool):
+  With ``tensorboard_dir`` and tensorboardX installed (the ``tensorboard``
+  extra), numeric fields also go to TensorBoard event files there; a
+  resumed run purges the events past its restored step.
+  """
+
+  def __init__(self, path: str, *, enabled: bool,
+               tensorboard_dir: str | None = None):
     self.path = path
     self.enabled = enabled
+    self._tensorboard_dir = tensorboard_dir
+    self._tensorboard = None
     if enabled:
       os.makedirs(os.path.dirname(path), exist_ok=True)
 
@@ -78,6 +91,24 @@ class MetricWriter:
       # A record must be on disk before the checkpoint that follows it, or a
       # kill between the two could lose a step that resume will not redo.
       os.fsync(f.fileno())
+    self._write_tensorboard(record)
+
+  def _write_tensorboard(self, record: dict[str, Any]) -> None:
+    if self._tensorboard_dir is None or tensorboardX is None:
+      return
+    if self._tensorboard is None:
+      self._tensorboard = tensorboardX.SummaryWriter(
+          self._tensorboard_dir, purge_step=record["step"])
+    for key, value in record.items():
+      if key != "step" and isinstance(value, (int, float)) and not isinstance(
+          value, bool):
+        self._tensorboard.add_scalar(key, value, record["step"])
+    self._tensorboard.flush()
+
+  def close(self) -> None:
+    if self._tensorboard is not None:
+      self._tensorboard.close()
+      self._tensorboard = None
 
   def read(self) -> list[dict[str, Any]]:
     """The records; a torn last line (a kill during a write) is dropped."""
@@ -210,7 +241,9 @@ class Workdir:
 
   def metrics(self, run: str) -> MetricWriter:
     return MetricWriter(os.path.join(self.path, "metrics", f"{run}.jsonl"),
-                        enabled=self.is_writer)
+                        enabled=self.is_writer,
+                        tensorboard_dir=os.path.join(self.path, "tensorboard",
+                                                     run))
 
   def checkpointer(self, run: str) -> checkpointing.Checkpointer:
     return checkpointing.Checkpointer(
@@ -265,6 +298,7 @@ class Workdir:
         ckpt.save(step, state, finished=finished)
       progress.update(step, records[-1][1] if records else {})
     ckpt.close()
+    metrics.close()
     return TrainResult(state, metrics.read())
 
   def stage(self, name: str, compute: Callable[[], Any]) -> Any:
@@ -278,7 +312,8 @@ class Workdir:
     self._job.start_run(name, 0, 1)
     cached = _read_stage(path, self.config_hash)
     if cached is not None:
-        return cached[0]
+      logging.info("[%s] cached stage read from %s", name, path)
+      return cached[0]
     value = json.loads(json.dumps(compute(), default=_json_default))
     if self.is_writer:
       os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -311,6 +346,11 @@ class Workdir:
     if not self.is_writer:
       return report
     write_json_atomic(os.path.join(self.path, "report.json"), report, indent=2)
+    # The card's records, one EEE file each: a workdir is an EEE datastore.
+    os.makedirs(os.path.join(self.path, "eee"), exist_ok=True)
+    for record in report["evaluation_card"]["records"]:
+      name = record["evaluation_id"].replace("/", "_") + ".json"
+      write_json_atomic(os.path.join(self.path, "eee", name), record, indent=2)
     with open(os.path.join(self.path, "report.md"), "w") as f:
       f.write(report_lib.render_markdown(report))
       if markdown_appendix:

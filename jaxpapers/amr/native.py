@@ -1,10 +1,10 @@
 r"""Native-resolution ("multi-scale") WAMRViT: every leaf at its source resolution.
 
-In native storage (spec section 1) a level-``l`` leaf keeps its full
+In native storage (the abstract's multi-scale variant) a level-``l`` leaf keeps its full
 ``(Ph 2^d, Pw 2^d)`` footprint, ``d = L - l``, so nothing is interpolated
 going in or out; the model absorbs the per-level resolution difference.
 
-**Encoder** (spec section 4, native mode). A level-``l`` leaf passes ``d``
+**Encoder** (the authors' ``wamrvit/quadtree_transformer.py``). A level-``l`` leaf passes ``d``
 :class:`ShrinkBlock`\ s, each a 2x2 stride-2 convolution from ``c`` to
 ``2 m c`` channels followed by SwiGLU (first half times SiLU of the second
 half), leaving ``m c`` channels at half the resolution (``m = 2``). After
@@ -12,12 +12,12 @@ half), leaving ``m c`` channels at half the resolution (``m = 2``). After
 map embeds to ``D``.
 
 **Backbone.** The shared :class:`jaxpapers.amr.vit.TokenBackbone` with the
-3-axis RoPE; the scale coordinate is the level index (spec section 5: required
-in native mode). Finest leaves (``d = 0``) use the backbone's own embed and
+3-axis RoPE; the scale coordinate is the level index (our default;
+``docs/wamrvit.md``). Finest leaves (``d = 0``) use the backbone's own embed and
 decode maps, so a tree whose leaves are all at level ``L`` gives exactly the
 uniform-storage :class:`jaxpapers.amr.vit.WAMRViT` with the same weights.
 
-**Decoder** (spec section 7, native mode). A per-level linear map to a
+**Decoder** (the same file, native mode). A per-level linear map to a
 ``(Ph, Pw, C m^d)`` patch, then ``d`` :class:`ExpandBlock`\ s, each a 3x3
 convolution then PixelShuffle(2); every block but the last ends in SwiGLU and
 its convolution has ``8 c_out`` channels (``4 c_out`` in the last block), so
@@ -32,7 +32,7 @@ real leaf of that level (``jnp.where``), so padded and other-level slots never
 reach a real output and the model is ``jit``- and ``vmap``-able.
 
 Reconstruction (label): the exact channel splits of the SwiGLU blocks (the
-spec's "first half times SiLU(second half)" applied after the stride-2
+authors' gate "first half times SiLU(second half)" applied after the stride-2
 convolution and after the pixel shuffle), the mirrored decoder channel ladder
 ``C m^d -> ... -> C``, one Shrink/Expand stack per level (no sharing between
 levels), reuse of the backbone's maps for finest leaves, and zero-initialised
@@ -78,7 +78,7 @@ class ShrinkBlock(nnx.Module):
   a bias) is computed as a matmul of each 2x2 block: with kernel = stride the
   blocks do not overlap, and on CPU this halved the whole model's training
   step against ``nnx.Conv`` at our experiment's sizes. One input frame: the
-  spec's Conv3d kernel ``(p_t, 2, 2)`` with ``p_t = 1``.
+  authors' Conv3d with kernel and stride ``(1, 2, 2)``.
   """
 
   def __init__(self, channels: int, multiplier: int = 2, *, rngs: nnx.Rngs):

@@ -1,6 +1,7 @@
 r"""Balanced quadtrees over a 2-D field, as padded arrays under ``jit``.
 
-WAMRViT (spec ``wamrvit.md``) tokenizes a field as the leaves of a quadtree.
+WAMRViT (code ``tonyzyl/wamrvit``; ``docs/wamrvit.md``) tokenizes a field as
+the leaves of a quadtree.
 The authors' code builds the tree from Python objects; here the whole build is
 array code, so it compiles once per shape and runs under ``jit`` and ``vmap``.
 
@@ -11,8 +12,8 @@ and ``L = max_level``. A level-``l`` cell covers ``(Ph 2^(L-l)) x
 ``j`` in the grid of level-``l`` cells. The level-``L`` cells are the *finest
 cells*; the root grid has ``H / (Ph 2^L)`` rows and ``W / (Pw 2^L)`` columns.
 
-**Refinement (spec section 2).** A cell of level ``l < L`` is refined iff, for
-some channel ``c``,
+**Refinement** (the authors' ``wamrvit/quad/adapt_wavelet.py``). A cell of
+level ``l < L`` is refined iff, for some channel ``c``,
 
 .. math::
 
@@ -33,7 +34,7 @@ offending leaves until nothing changes, gives the same leaves.
 
 **Order and budget.** Leaves come in Morton (Z) order of their corner with
 the smallest (row, column), in finest-cell units, with the row bit above the
-column bit at every scale (this equals the spec's finest-pixel order when
+column bit at every scale (this equals the authors' order of corners in finest pixels when
 ``Ph = Pw`` is a power of two). They are padded to a static budget
 ``max_tokens``: entries past ``num_leaves`` have ``mask = False`` and
 ``level = i = j = 0``. When the tree has more leaves than the budget,
@@ -41,8 +42,8 @@ column bit at every scale (this equals the spec's finest-pixel order when
 are kept, so a detokenized field has holes; :func:`check_budget` turns the
 flag into an error outside ``jit``.
 
-Reconstruction: the spec states the criteria and balance; the array
-formulation (fixed-point sweep, Morton compaction) is ours.
+Reconstruction: the criteria and the balance rule are the authors'; the
+array formulation (fixed-point sweep, Morton compaction) is ours.
 """
 
 import dataclasses
@@ -328,7 +329,7 @@ def _build(field_HxWxC, tol_frac, geometry: Geometry, max_tokens: int):
 def build_quadtree(field: jax.Array, *, patch: int | tuple[int, int],
                    tol_frac: float | jax.Array, max_level: int,
                    max_tokens: int) -> Quadtree:
-  r"""Balanced quadtree of a dense field (the spec's initial mesh), jit-compiled.
+  r"""Balanced quadtree of a dense field (WAMRViT's initial mesh), jit-compiled.
 
   Args:
     field: ``(H, W)`` or ``(H, W, C)`` floating array. ``vmap`` over a leading
@@ -363,8 +364,9 @@ def build_quadtree(field: jax.Array, *, patch: int | tuple[int, int],
     (10, [2, 2, 2, 2, 1, 1, 1, 0, 0, 0])
 
   References:
-    WAMRViT (spec ``wamrvit.md``, section 2) and the authors' code
-    ``tonyzyl/wamrvit``, ``quad/adapt_wavelet.py`` and ``quad/quadtree.py``.
+    WAMRViT (https://anonymous.4open.science/r/wamrvit-review-74E1) and
+    the authors' code ``tonyzyl/wamrvit``, ``wamrvit/quad/adapt_wavelet.py``
+    and ``wamrvit/quad/quadtree.py``.
   """
   field_HxWxC = _as_hwc(field)
   if not jnp.issubdtype(field_HxWxC.dtype, jnp.floating):
@@ -391,7 +393,7 @@ def truncate(tree: Quadtree, max_tokens: int) -> Quadtree:
   """The same tree with a smaller budget: keeps the first ``max_tokens`` slots.
 
   Lets a batch share the smallest budget that holds all its trees (token
-  buckets, spec section 6) without rebuilding them; ``overflow`` is
+  buckets, :func:`jaxpapers.amr.bucket_size`) without rebuilding them; ``overflow`` is
   recomputed, so a budget below ``num_leaves`` is flagged as usual.
   """
   _check_budget_arg(max_tokens, tree.geometry)
@@ -409,7 +411,7 @@ def leaf_coordinates(tree: Quadtree, scale_axis: str = "level_idx") -> jax.Array
   """Per-leaf RoPE coordinates ``(cx, cy, s)``, float32 ``(..., T, 3)``.
 
   ``(cx, cy)`` is the leaf centre divided by the domain size (in ``[0, 1]``);
-  ``s`` is the scale coordinate (spec section 5), in finest-cell units:
+  ``s`` is the scale coordinate (the authors' options), in finest-cell units:
   ``level_idx``: the level; ``area``: ``4^(L-l)``; ``sqrt_area``:
   ``2^(L-l)``; ``log_area``: ``2 (L-l)``. Padded slots get zeros.
   """

@@ -4,8 +4,9 @@ This is the yardstick for :mod:`jaxpapers.amr` (tests compare against it and
 ``benchmarks/amr.py`` times it): leaves are Python tuples ``(level, i, j)``,
 refinement splits one leaf at a time, balance repeats "split any leaf with a
 face neighbour two or more levels finer" until nothing changes, and Morton
-keys are interleaved bit by bit. It follows the spec's description of the
-authors' loop (refinement passes, then balance after every pass) and shares
+keys are interleaved bit by bit. It follows the authors' loop
+(``wamrvit/quad/adapt_wavelet.py``: refinement passes, then balance after
+every pass) and shares
 nothing with the array code except the shape checks of
 :func:`jaxpapers.amr.make_geometry`. Do not use it for real work.
 """
@@ -111,7 +112,7 @@ def morton_sorted(leaves, geometry: Geometry) -> list[Leaf]:
 
 def build_quadtree_reference(field: np.ndarray, *, patch, tol_frac: float,
                              max_level: int) -> list[Leaf]:
-  """The Morton-ordered leaves of the spec's initial mesh, one leaf at a time.
+  """The Morton-ordered leaves of WAMRViT's initial mesh, one leaf at a time.
 
   Arithmetic stays in the field's dtype (as in the jitted code), so ties
   such as a range exactly at the threshold resolve the same way.

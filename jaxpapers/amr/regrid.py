@@ -1,7 +1,8 @@
 r"""Regridding in cell space: adapt a quadtree to its own (predicted) leaf values.
 
 During a rollout the model only has leaf tokens, so WAMRViT adapts the mesh
-from them (spec section 3), every ``regrid_interval`` steps:
+from them (the authors' ``wamrvit/quad/adapt_wavelet.py`` and
+``wamrvit/rollout/rollout_adaptive.py``), every ``regrid_interval`` steps:
 
 1. **Refine.** A leaf of level ``l < L`` is refined when, in some channel,
 
@@ -31,12 +32,13 @@ exposes values that already exist, and coarsening exposes averages.
 Reconstruction (label): the **boundary jump** of a level-``l`` leaf is the
 largest difference between its centre value and the centre value of the
 same-size block across each face, both read from the pyramid at level ``l``
-(blocks outside the domain are skipped). The spec samples the neighbouring
+(blocks outside the domain are skipped). The authors sample the neighbouring
 leaf bilinearly at ``centre +/- h e``; when that point falls on a corner
-shared by finer leaves, the block average used here avoids a tie-break the
-spec does not give. The coarsening test uses ``<=`` (the spec: ``<``) so that
-a constant field can coarsen. Phase 2 of the spec (protection,
-``adapt_nearby``) is off by default there and not implemented here.
+shared by finer leaves, the block average used here avoids choosing which
+of them to sample. The coarsening test uses ``<=`` (the authors': ``<``) so
+that a constant field can coarsen. The authors' protection phase
+(``adapt_nearby > 0``) is not implemented; we run without it (our choice,
+``docs/wamrvit.md``).
 """
 
 import functools

@@ -1,6 +1,7 @@
 r"""Rotary position embedding over several coordinate axes (3-axis RoPE).
 
-WAMRViT encodes each leaf by its centre and its scale (spec section 5). The
+WAMRViT encodes each leaf by its centre and its scale (the authors'
+``wamrvit/quadtree_transformer.py``). The
 head dimension is split into one block per axis, ``(d_x, d_y, d_s)``, each
 even; in block ``a`` the consecutive pairs ``(2k, 2k+1)`` are rotated by
 
@@ -73,7 +74,9 @@ def rope_3d(x_NxHxK: jax.Array, coords_Nx3: jax.Array, *,
     [-1.0, 1.0, 1.0, 1.0]
 
   References:
-    Su et al., RoFormer (2021); WAMRViT spec section 5 (3-axis RoPE).
+    Su et al., RoFormer (2021); WAMRViT's abstract (a 3D rotary embedding
+    with a soft level axis) and ``tonyzyl/wamrvit``,
+    ``wamrvit/quadtree_transformer.py``.
   """
   width = x_NxHxK.shape[-1]
   if sum(dims) > width:

@@ -1,6 +1,6 @@
 r"""Leaf tokens of a quadtree: gather from a field, scatter back to the grid.
 
-Two storage modes (spec section 1):
+Two storage modes (the authors' ``wamrvit/quad/quadtree.py``):
 
 * ``uniform``: every leaf stores a ``(Ph, Pw, C)`` patch; a coarse leaf holds
   the area average of its footprint (the field average-pooled by
@@ -13,7 +13,7 @@ Two storage modes (spec section 1):
   tree)`` is ``f`` for every tree that did not overflow.
 
 Decoding to the finest grid upsamples uniform leaves by ``2^(L-l)`` inside
-their own footprint: nearest (our default, spec section 7) or bilinear with
+their own footprint: nearest (our default; the authors' choice is unconfirmed) or bilinear with
 half-pixel centres and edges clamped at the leaf boundary.
 
 Uniform tokens are gathered straight from the average-pooled images; the

@@ -1,6 +1,7 @@
 r"""WAMRViT and the uniform-patch ViT baseline, sharing one nnx backbone.
 
-Backbone (spec section 6, Flux-style single stream): per block
+Backbone (the authors' ``wamrvit/quadtree_transformer.py``, Flux-style single
+stream): per block
 
 .. code-block:: text
 
@@ -133,7 +134,7 @@ def wamrvit_config(patch: tuple[int, int], channels: int, max_level: int,
                    finest_grid: tuple[int, int], *, d_model: int = 64,
                    num_heads: int = 2, num_layers: int = 4,
                    mlp_ratio: int = 4) -> BackboneConfig:
-  """The spec's recommended RoPE split and scales for a quadtree of depth ``L``.
+  """The authors' recommended RoPE split and scales for a quadtree of depth ``L``.
 
   ``d_s = 4 (L + 1)``, ``d_x = d_y = (head_dim - d_s) / 2`` rounded down to
   even; ``scale_x``, ``scale_y`` = finest cells per axis, ``scale_s = 1``.

@@ -1,17 +1,18 @@
 r"""2-D linear advection of sharp discs: PDE trajectories with moving fronts.
 
-The WAMRViT spec's data set (a): :math:`u_t + a \cdot \nabla u = 0` on a
+Data set (a) of our WAMRViT CPU protocol (``docs/wamrvit.md``):
+:math:`u_t + a \cdot \nabla u = 0` on a
 periodic ``N x N`` grid, so :math:`u(x, t) = u_0(x - a t)` exactly. The
 initial condition is a few discs with ``tanh`` edges on a smooth random
 background; it is a closed-form function of position, so every frame is
-evaluated exactly at shifted coordinates (the spec's Fourier shift gives the
-same field up to the Gibbs ringing of the discrete transform).
+evaluated exactly at shifted coordinates (a Fourier shift gives the same
+field up to the Gibbs ringing of the discrete transform).
 
 Disc ``d`` with centre :math:`c_d`, radius :math:`r_d`, amplitude
 :math:`A_d` contributes :math:`A_d (1 + \tanh((r_d - |x - c_d|) / w)) / 2`
 with periodic (minimum-image) distance; the background is a sum of Fourier
 modes with wavenumbers up to ``background_modes`` and total amplitude
-``background_amplitude``. Our choice (the spec gives none): the default
+``background_amplitude``. Our choice: the default
 background amplitude stays below a 2% refinement tolerance on 8-pixel cells,
 so the mesh follows the fronts rather than the background.
 """

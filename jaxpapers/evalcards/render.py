@@ -12,9 +12,18 @@ AUDIENCES = ("research", "policy")
 
 
 def summary(analysis: Mapping[str, Any],
-            completeness: Mapping[str, Any] | None = None) -> dict[str, Any]:
-  """The card-level numbers behind every badge, from :func:`signals.analyze`."""
+            completeness: Mapping[str, Any] | None = None, *,
+            reproducibility_sources: tuple[str, ...] | None = None
+            ) -> dict[str, Any]:
+  """The card-level numbers behind every badge, from :func:`signals.analyze`.
+
+  ``reproducibility_sources`` (e.g. ``("first_party",)`` for a card of our
+  own run) limits the reproducibility count to results of those sources:
+  whether a paper's documented number can be re-run is not ours to claim.
+  """
   results, groups = analysis["results"], analysis["groups"]
+  if reproducibility_sources is not None:
+    results = [r for r in results if r["source"] in reproducibility_sources]
   flagged = [r for r in results if r["reproducibility"]["flagged"]]
   missing = sorted({f for r in flagged for f in r["reproducibility"]["missing"]})
   compared = [g for g in groups

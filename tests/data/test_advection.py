@@ -1,4 +1,4 @@
-"""Advection trajectories: exact transport, determinism, the spec's shape."""
+"""Advection trajectories: exact transport, determinism, the protocol's shape."""
 
 import jax
 import jax.numpy as jnp

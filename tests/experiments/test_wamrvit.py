@@ -1,5 +1,8 @@
-"""The WAMRViT binary: claim checks, pure batches, smoke run, resume after SIGKILL."""
+"""The WAMRViT binary: claim checks, pure batches, config refusal, smoke run, resume."""
 
+import os
+
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -18,6 +21,10 @@ def _summary(roi, tokens, roi_mean=1.0, step1=0.1):
           "finite": True}
 
 
+def _passed(summary):
+  return {c["id"]: c["passed"] for c in wamrvit.evaluate_claim(summary, 10)}
+
+
 def test_claim_checks_follow_the_numbers():
   summary = {
       "wamrvit_regrid": _summary(0.11, 120.0, roi_mean=0.5, step1=0.2),
@@ -26,15 +33,19 @@ def test_claim_checks_follow_the_numbers():
       "vit_p4": _summary(0.10, 256.0),
       "vit_p8": _summary(0.2, 64.0),
   }
-  checks = [c["passed"] for c in wamrvit.evaluate_claim(summary, 10)]
-  assert checks == [True, False, True, True, True, True, True]
+  assert _passed(summary) == {
+      "roi_near_finest_patch": True, "roi_at_most_finest_patch": False,
+      "token_fraction": True, "roi_below_coarser_patch": True,
+      "regrid_beats_frozen_mesh": True,
+      "uniform_storage_interpolation_cost": True,
+      "native_removes_interpolation_cost": True}
   summary["wamrvit_regrid"].update(vrmse_roi_short=0.2, tokens_mean=200.0,
                                    vrmse_roi_mean=1.0, vrmse_step1=0.05)
-  checks = [c["passed"] for c in wamrvit.evaluate_claim(summary, 10)]
-  assert checks == [False, False, False, False, False, False, False]
-  summary["wamrvit_native"]["finite"] = False  # non-finite never passes
+  assert not any(_passed(summary).values())
   summary["wamrvit_native"]["vrmse_step1"] = 0.01
-  assert not wamrvit.evaluate_claim(summary, 10)[-1]["passed"]
+  assert _passed(summary)["native_removes_interpolation_cost"] is True
+  summary["wamrvit_native"]["finite"] = False  # non-finite never passes
+  assert _passed(summary)["native_removes_interpolation_cost"] is False
 
 
 def test_batches_are_pure_functions_of_seed_and_step():
@@ -45,11 +56,51 @@ def test_batches_are_pure_functions_of_seed_and_step():
   assert a[0].max() < 32 and a[1].max() < 40
 
 
-def test_token_buckets_round_up_and_cap():
-  config = wamrvit_config.get_config()
-  assert wamrvit.bucket_size(np.array([97, 12]), config, 256) == 128
-  assert wamrvit.bucket_size(np.array([96]), config, 256) == 96
-  assert wamrvit.bucket_size(np.array([250]), config, 256) == 256
+@pytest.mark.parametrize("field,value,message", [
+    ("checkpoint_every", 15, "multiple of log_every"),
+    ("rollout.num_steps", 9, "exceeds the trajectories"),
+    ("rollout.short_horizon", 7, "short_horizon"),
+    ("train.pushforward_steps", 0, "pushforward_steps"),
+    ("models", ("wamrvit", "unet"), "not among"),
+    ("tree.token_bucket", 0, "token_bucket"),
+    ("tree.max_level", 5, "too deep"),
+])
+def test_validate_rejects_configs_the_binary_cannot_run(field, value, message):
+  wamrvit.validate(wamrvit_config.get_config())
+  config = wamrvit_config.get_config("smoke")
+  wamrvit.validate(config)
+  node = config
+  *path, last = field.split(".")
+  for part in path:
+    node = node[part]
+  node[last] = value
+  with pytest.raises(ValueError, match=message):
+    wamrvit.validate(config)
+
+
+def test_a_refused_config_writes_nothing(tmp_path):
+  out = testing.run("wamrvit", [*SMOKE, "--config.checkpoint_every=15"],
+                    tmp_path / "wd")
+  assert out.returncode != 0
+  assert "multiple of log_every" in out.stderr
+  assert not os.path.exists(tmp_path / "wd" / "metrics")
+
+
+def test_stage_timer_compiles_outside_the_timing_once_per_shape():
+  calls = []
+
+  def fn(x):
+    calls.append(x.shape)
+    return x + 1
+
+  timer = wamrvit.StageTimer()
+  out = timer("model", fn, jnp.zeros(3))
+  np.testing.assert_array_equal(out, np.ones(3))
+  timer("model", fn, jnp.zeros(3))
+  assert calls == [(3,)] * 3  # warm-up + timed, then timed only
+  timer("model", fn, jnp.zeros(4))  # a new bucket shape warms up again
+  assert calls[3:] == [(4,)] * 2
+  assert timer.seconds["model"] > 0 and "regrid" not in timer.seconds
 
 
 def test_vrmse_closed_form():
@@ -64,38 +115,6 @@ def test_vrmse_closed_form():
                              [1.1 / std, 1.2 / std])
 
 
-@pytest.mark.slow
-def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("wamrvit", tmp_path)
-  run_data = report["run_data"]
-  assert len(run_data["figures"]) == 2
-  assert len(run_data["checks"]) == 7
-  params = report["model_metadata"]["num_params"]
-  assert params["wamrvit"] == params["vit_p4"] < params["vit_p8"]
-  # Native mode adds per-level maps and Shrink/Expand blocks to the backbone.
-  assert params["wamrvit"] < params["wamrvit_native"]
-  summary = run_data["summary"]
-  assert set(summary) == set(wamrvit.VARIANTS)
-  assert summary["vit_p4"]["tokens_mean"] == 256
-  assert summary["vit_p8"]["tokens_mean"] == 64
-  # The frozen mesh keeps the initial leaf count; regridding changes it.
-  rollouts = testing.read_metrics(tmp_path / "smoke")
-  frozen = [r["tokens"] for r in rollouts["rollout_wamrvit_frozen_seed0.jsonl"]]
-  assert len(set(frozen)) == 1 and frozen[0] < 256
-  # Native storage starts from the same mesh, then regrids its own field.
-  native = [r["tokens"] for r in rollouts["rollout_wamrvit_native_seed0.jsonl"]]
-  assert native[0] == frozen[0]
-
-
-@pytest.mark.slow
-def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
-  # Killed at the first training record, before the first checkpoint of the
-  # next runs; timings differ between any two runs and are not compared.
-  testing.assert_resume_matches("wamrvit", SMOKE, tmp_path,
-                                "vit_p4_seed0.jsonl", 0,
-                                wall_clock_keys=TIMING)
-
-
 def test_summary_counts_the_leading_steps_on_track():
   records = [{"vrmse": v, "vrmse_roi": 2 * v, "tokens": 100.0 + k,
               "tokens_per_s": 1.0, "ms_per_step": 1.0, "finite": True}
@@ -106,3 +125,54 @@ def test_summary_counts_the_leading_steps_on_track():
   assert summary["vrmse_last"] == 0.2 and summary["tokens_last"] == 103.0
   records[2]["vrmse"] = 0.4
   assert wamrvit.summarize(records, short=2)["valid_steps"] == 4
+
+
+def test_over_seeds_is_finite_only_if_every_seed_is():
+  a = {"vrmse_mean": 1.0, "finite": True}
+  b = {"vrmse_mean": 3.0, "finite": False}
+  summary = wamrvit.over_seeds([a, b])
+  assert summary["vrmse_mean"] == 2.0 and summary["vrmse_mean_se"] == 1.0
+  assert summary["finite"] is False
+  assert wamrvit.over_seeds([a, a])["finite"] is True
+
+
+@pytest.mark.slow
+def test_smoke_config_writes_report_and_figures(tmp_path):
+  report = testing.run_smoke("wamrvit", tmp_path)
+  run_data = report["run_data"]
+  assert len(run_data["figures"]) == 2
+  assert {c["id"] for c in run_data["checks"]} == {
+      "roi_near_finest_patch", "roi_at_most_finest_patch", "token_fraction",
+      "roi_below_coarser_patch", "regrid_beats_frozen_mesh",
+      "uniform_storage_interpolation_cost",
+      "native_removes_interpolation_cost"}
+  params = report["model_metadata"]["num_params"]
+  assert params["wamrvit"] == params["vit_p4"] < params["vit_p8"]
+  # Native mode adds per-level maps and Shrink/Expand blocks to the backbone.
+  assert params["wamrvit"] < params["wamrvit_native"]
+  summary = run_data["summary"]
+  assert set(summary) == set(wamrvit.VARIANTS)
+  assert summary["vit_p4"]["tokens_mean"] == 256
+  assert summary["vit_p8"]["tokens_mean"] == 64
+  metrics = testing.read_metrics(tmp_path / "smoke")
+  # One training record per log_every steps; the quadtree runs log tokens.
+  assert [r["step"] for r in metrics["wamrvit_seed0.jsonl"]] == [10, 20]
+  assert "train_tokens" in metrics["wamrvit_native_seed1.jsonl"][0]
+  assert "train_tokens" not in metrics["vit_p8_seed0.jsonl"][0]
+  # The frozen mesh keeps the initial leaf count; regridding changes it.
+  frozen = [r["tokens"] for r in metrics["rollout_wamrvit_frozen_seed0.jsonl"]]
+  regrid = [r["tokens"] for r in metrics["rollout_wamrvit_regrid_seed0.jsonl"]]
+  assert len(set(frozen)) == 1 and frozen[0] < 256
+  assert regrid[0] == frozen[0] and len(set(regrid)) > 1
+  # Native storage starts from the same mesh, then regrids its own field.
+  native = [r["tokens"] for r in metrics["rollout_wamrvit_native_seed0.jsonl"]]
+  assert native[0] == frozen[0]
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
+  # Killed at the first training record of a later run; timings differ
+  # between any two runs and are not compared.
+  testing.assert_resume_matches("wamrvit", SMOKE, tmp_path,
+                                "vit_p4_seed0.jsonl", 0,
+                                wall_clock_keys=TIMING)

@@ -70,3 +70,21 @@ def test_digits_sequence_uses_digit_labels_and_knn_graphs():
   x0 = seq.domains[0].graph.nodes["features"]
   rows = [np.flatnonzero(np.all(np.isclose(digits.x, x), axis=1))[0] for x in x0[:5]]
   np.testing.assert_array_equal(digits.clean_labels[rows], seq.domains[0].labels[:5])
+
+
+def test_padded_domains_share_one_shape_across_seeds():
+  sequences = {seed: domains.csbm_sequence(num_domains=2, num_nodes=40 + 20 * seed,
+                                           seed=seed) for seed in (0, 1)}
+  padded = domains.PaddedDomains(sequences, multiple=64)
+  assert padded.num_nodes == 64  # the larger sequence (60 nodes), rounded up
+  edges = max(int(d.graph.n_edge.sum()) for s in sequences.values()
+              for d in s.domains)
+  assert padded.num_edges >= edges and padded.num_edges % 64 == 0
+  for seed, sequence in sequences.items():
+    for graph, domain in zip(padded.graphs[seed], sequence.domains):
+      assert graph.nodes["features"].shape == (64, 32)
+      np.testing.assert_array_equal(graph.nodes["features"][:len(domain.labels)],
+                                    domain.graph.nodes["features"])
+  labels = padded.node_array(sequences[0].domains[0].labels)
+  assert labels.shape == (64,) and not labels[40:].any()
+  np.testing.assert_array_equal(labels[:40], sequences[0].domains[0].labels)
