@@ -1,13 +1,11 @@
 r"""EMA-Nesterov at CPU scale: byte-level LM pre-training on Python's own text.
 
 Trains the shared decoder-only transformer with AdamW and Muon, each with and
-without :func:`jaxpapers.optim.ema_nesterov`, against two other ways of
-looking ahead or averaging (``optax.lookahead``, schedule-free AdamW). Phase
-1 picks beta_max x gamma on AdamW (one seed, gamma = 0 being the
-short-horizon Nesterov lookahead); phase 2 reruns the best cell and the
-baselines with several seeds. Validation loss is measured at the anchor
-(``ema_nesterov_eval_params``), the slow weights (lookahead) or x
-(schedule-free), in bits per byte.
+without :func:`jaxpapers.optim.ema_nesterov`, against ``optax.lookahead`` and
+schedule-free AdamW. Phase 1 picks beta_max x gamma on AdamW (one seed; gamma
+= 0 is the one-step Nesterov lookahead); phase 2 reruns the best cell and the
+baselines with several seeds. Validation loss, in bits per byte, is measured
+at the anchor, the slow weights (lookahead) or x (schedule-free).
 
 The report checks the claim of Yau et al., "EMA-Nesterov" (arXiv 2605.25395,
 abstract): EMA-Nesterov on top of a base optimizer lowers the loss, reaches
@@ -45,16 +43,23 @@ CLAIM = (
     " fewer steps, and it beats short-horizon (gamma=0) and multi-step"
     " (lookahead) lookahead."
 )
-PAPER_RESULTS = [harness.paper_result(*row) for row in (
-    ("LM pre-training (abstract)",
-     "EMA-Nesterov consistently improves Adam, SOAP and Muon and beats short-"
-     " and multi-step lookahead; the paper's tables were not available to us."),
-    ("modded-nanogpt record #39 (GPT-2 small, Muon)",
-     "3325 -> 3125 steps to 3.28 validation loss (about 6% fewer; gamma 0.99,"
-     " beta 0.6 lr/max_lr, n = 20)."),
-    ("modded-nanogpt record #40",
-     "2930 -> 2890 steps (gamma 0.99, beta 0.3 lr/max_lr, n = 16)."),
-)]
+# The metric of a method's steps to reach its reference's final loss.
+STEPS_RATIO = "steps to {0}'s final loss / {0}'s"
+PAPER_RESULTS = [harness.paper_result(
+    "LM pre-training (abstract)",
+    "EMA-Nesterov consistently improves Adam, SOAP and Muon and beats short-"
+    " and multi-step lookahead; the paper's tables were not available to us.")]
+# modded-nanogpt optimizer-track records: Muon's steps without -> with it.
+PAPER_RESULTS += [harness.paper_result(
+    "muon+ema", f"modded-nanogpt record {record} (Muon): {muon} -> {ema}"
+    f" steps{detail}. GPT-2 small on GPT-2 tokens, not our byte-level CPU"
+    " scale: only the ratio of steps compares.",
+    metric=STEPS_RATIO.format("muon"), score=ema / muon, unit="ratio")
+                  for record, muon, ema, detail in (
+                      ("#39", 3325, 3125, " to 3.28 validation loss (about 6%"
+                       " fewer; gamma 0.99, beta 0.6 lr/max_lr, n = 20)"),
+                      ("#40", 2930, 2890, " (gamma 0.99, beta 0.3 lr/max_lr,"
+                       " n = 16)"))]
 BASES = ("adamw", "muon")
 METHODS = ("adamw", "adamw+ema", "muon", "muon+ema", "lookahead",
            "schedule_free")
@@ -81,15 +86,8 @@ def phases(config: ml_collections.ConfigDict) -> Phases:
                 ema_rest=round(config.ema.rest_fraction * n))
 
 
-class Method(NamedTuple):
-  tx: optax.GradientTransformation
-  eval_params: Any = lambda p, s: p  # (held, opt_state) -> params to validate
-  wrap_params: Any = lambda p: p  # params -> what the optimizer holds
-  gradient_point: Any = lambda p: p  # held -> params the gradient is taken at
-
-
 def build_method(name: str, config: ml_collections.ConfigDict, beta, gamma
-                 ) -> Method:
+                 ) -> lm.Optimizer:
   """The optimizer of ``name``; beta, gamma may be traced (shared compiles)."""
   if name not in METHODS:
     raise ValueError(f"unknown method {name!r}; expected one of {METHODS}.")
@@ -101,12 +99,12 @@ def build_method(name: str, config: ml_collections.ConfigDict, beta, gamma
                       config.adamw.b2)
   adamw = optax.adamw(wsd(adamw_lr), b1=b1, b2=b2, weight_decay=0.0)
   if name == "lookahead":
-    return Method(optax.lookahead(adamw, config.lookahead.sync_period,
-                                  config.lookahead.slow_step_size),
-                  lambda p, s: p.slow, optax.LookaheadParams.init_synced,
-                  lambda p: p.fast)
+    return lm.Optimizer(optax.lookahead(adamw, config.lookahead.sync_period,
+                                       config.lookahead.slow_step_size),
+                        lambda p, s: p.slow, optax.LookaheadParams.init_synced,
+                        lambda p: p.fast)
   if name == "schedule_free":
-    return Method(
+    return lm.Optimizer(
         optax.contrib.schedule_free_adamw(
             adamw_lr, warmup_steps=phase.warmup, b1=b1, b2=b2,
             weight_decay=0.0),
@@ -116,8 +114,8 @@ def build_method(name: str, config: ml_collections.ConfigDict, beta, gamma
       adam_learning_rate=wsd(adamw_lr), adam_b1=b1, adam_b2=b2,
       muon_weight_dimension_numbers=lm.muon_dimension_numbers)
   if not name.endswith("+ema"):
-    return Method(tx)
-  return Method(
+    return lm.Optimizer(tx)
+  return lm.Optimizer(
       optim.ema_nesterov(tx, beta_max=beta, gamma=gamma, lr_ratio=wsd(1.0),
                          warmup_steps=phase.ema_on,
                          rest_start=phase.ema_rest,
@@ -133,11 +131,6 @@ def _model(config: harness.StaticConfig) -> lm.LanguageModel:
       num_layers=m.num_layers, d_ff=m.d_ff))
 
 
-class TrainState(NamedTuple):
-  opt_params: Any
-  opt_state: Any
-
-
 @functools.partial(jax.jit, static_argnames=("name", "config"))
 def _train_chunk(opt_params, opt_state, beta, gamma, tokens, data_key,
                  first_step, *, name: str, config: harness.StaticConfig):
@@ -148,7 +141,7 @@ def _train_chunk(opt_params, opt_state, beta, gamma, tokens, data_key,
       data_key, first_step, num_steps=c.eval_every,
       batch_size=c.batch_size, length=c.model.length,
       gradient_point=method.gradient_point)
-  return TrainState(params, state), loss
+  return (params, state), loss
 
 
 @functools.partial(jax.jit, static_argnames=("name", "config"))
@@ -166,21 +159,16 @@ def _valid_loss(params, windows, *, config: harness.StaticConfig):
                       config.value.batch_size)
 
 
-def run_name(name: str, seed: int, beta: float = 0.0, gamma: float = 0.0) -> str:
-  suffix = f"_b{beta:g}_g{gamma:g}" if name.endswith("+ema") else ""
-  return f"{name}{suffix}_seed{seed}"
-
-
 def train_run(config: ml_collections.ConfigDict, workdir: harness.Workdir,
               data, name: str, seed: int, beta: float = 0.0,
               gamma: float = 0.0) -> list[dict[str, Any]]:
   """Trains (or resumes) one run; returns its metric records."""
-  label = run_name(name, seed, beta, gamma)
+  suffix = f"_b{beta:g}_g{gamma:g}" if name.endswith("+ema") else ""
+  label = f"{name}{suffix}_seed{seed}"
   static, (tokens, windows) = harness.StaticConfig(config), data
   method = build_method(name, config, beta, gamma)
   opt_params = method.wrap_params(_model(static).init(seed))
   data_key = jax.random.fold_in(jax.random.key(seed), 1)
-  hyper = (jnp.float32(beta), jnp.float32(gamma))
 
   def measure(state, **extra):
     # One compiled validation serves every method; only the cheap maps to
@@ -194,8 +182,9 @@ def train_run(config: ml_collections.ConfigDict, workdir: harness.Workdir,
                    **extra}
 
   def chunk(state, step):
-    state, train_loss = _train_chunk(*state, *hyper, tokens, data_key,
-                                     jnp.int32(step), name=name, config=static)
+    state, train_loss = _train_chunk(
+        *state, jnp.float32(beta), jnp.float32(gamma), tokens, data_key,
+        jnp.int32(step), name=name, config=static)
     state, record = measure(state, train_bpb=BITS_PER_NAT * float(train_loss))
     step += config.eval_every
     diverged = not math.isfinite(record["valid_bpb"])
@@ -203,23 +192,10 @@ def train_run(config: ml_collections.ConfigDict, workdir: harness.Workdir,
       logging.warning("[%s] diverged at step %d", label, step)
     return harness.Chunk(state, step, record, stop=diverged)
 
-  init = TrainState(opt_params, jax.jit(method.tx.init)(opt_params))
+  init = (opt_params, jax.jit(method.tx.init)(opt_params))
   return workdir.train(label, init, chunk, num_steps=config.num_steps,
                        checkpoint_every=config.checkpoint_every,
                        initial=measure).records
-
-
-def steps_to_reach(records, target: float) -> float | None:
-  """First step (linear interpolation between evaluations) with loss <= target."""
-  steps = [r["step"] for r in records]
-  losses = [r["valid_bpb"] for r in records]
-  for i, loss in enumerate(losses):
-    if loss <= target:
-      if i == 0:
-        return float(steps[0])
-      frac = (losses[i - 1] - target) / (losses[i - 1] - loss)
-      return steps[i - 1] + frac * (steps[i] - steps[i - 1])
-  return None
 
 
 def summarize(records_by_method, seeds):
@@ -231,17 +207,15 @@ def summarize(records_by_method, seeds):
     for s in seeds:
       final, base_records = per_seed[s][-1], records_by_method[base][s]
       target = base_records[-1]["valid_bpb"]
-      reached = steps_to_reach(per_seed[s], target)
+      reached = lm.steps_to_reach(per_seed[s], target)
       rows.append({
           "reference": base, "final_bpb": final["valid_bpb"],
           "final_minus_reference": final["valid_bpb"] - target,
           "steps_ratio": (None if reached is None else
-                          reached / steps_to_reach(base_records, target)),
-          "final_bpb_at_gradient_point": final["valid_bpb_at_gradient_point"],
-      })
-    summary[name] = harness.over_seeds(rows, SUMMARY_KEYS)
-    summary[name]["reached_in"] = sum(r["steps_ratio"] is not None
-                                      for r in rows)
+                          reached / lm.steps_to_reach(base_records, target)),
+          "final_bpb_at_gradient_point": final["valid_bpb_at_gradient_point"]})
+    summary[name] = {**harness.over_seeds(rows, SUMMARY_KEYS), "reached_in": sum(
+        r["steps_ratio"] is not None for r in rows)}
   return summary
 
 
@@ -250,21 +224,17 @@ def evaluate_claim(summary, grid, num_seeds):
   checks = []
   for base in BASES:
     s = summary[f"{base}+ema"]
-    checks.append(harness.check(
+    gap, ratio = s["final_minus_reference"], s["steps_ratio"]
+    checks += [harness.check(
         f"{base}_ema_lowers_final_loss",
         f"{base}+EMA-Nesterov: lower final validation loss than {base}",
-        s["final_minus_reference"] < 0,
-        f"{s['final_minus_reference']:+.4f} bpb (s.e."
-        f" {_fmt(s['final_minus_reference_se'])}, paired over {num_seeds}"
-        " seeds)"))
-    checks.append(harness.check(
-        f"{base}_ema_fewer_steps",
-        f"{base}+EMA-Nesterov: reaches {base}'s final loss in fewer steps",
-        s["steps_ratio"] is not None and s["steps_ratio"] < 1
-        and s["reached_in"] == num_seeds,
-        f"steps ratio {_fmt(s['steps_ratio'])} (s.e."
-        f" {_fmt(s['steps_ratio_se'])}; reached in {s['reached_in']}/"
-        f"{num_seeds} seeds)"))
+        gap < 0, f"{gap:+.4f} bpb (s.e. {_fmt(s['final_minus_reference_se'])},"
+        f" paired over {num_seeds} seeds)"), harness.check(
+            f"{base}_ema_fewer_steps",
+            f"{base}+EMA-Nesterov: reaches {base}'s final loss in fewer steps",
+            ratio is not None and ratio < 1 and s["reached_in"] == num_seeds,
+            f"steps ratio {_fmt(ratio)} (s.e. {_fmt(s['steps_ratio_se'])};"
+            f" reached in {s['reached_in']}/{num_seeds} seeds)")]
   ema = summary["adamw+ema"]["final_bpb"]
   for other, label in (("lookahead", "multi-step lookahead (optax.lookahead)"),
                        ("schedule_free", "schedule-free AdamW")):
@@ -285,24 +255,22 @@ def result_rows(summary, grid, grid_base_bpb, num_seeds):
   """Final loss and steps ratio per method, then the grid (one seed each)."""
   rows = []
   for name, s in summary.items():
-    ref = s["reference"]
     rows.append(harness.result(name, "final valid bpb", s["final_bpb"],
                                standard_error=s["final_bpb_se"],
-                               num_samples=num_seeds))
+                               num_samples=num_seeds, unit="bits/byte"))
     rows.append(harness.result(
-        name, f"steps to {ref}'s final loss / {ref}'s", s["steps_ratio"],
-        standard_error=s["steps_ratio_se"], num_samples=s["reached_in"]))
-  rows += [harness.result(
-      f"grid adamw+ema beta={c['beta']:g} gamma={c['gamma']:g}",
-      "final valid bpb", c["final_bpb"]) for c in grid]
-  rows.append(harness.result("grid adamw", "final valid bpb", grid_base_bpb))
-  return rows
+        name, STEPS_RATIO.format(s["reference"]), s["steps_ratio"],
+        standard_error=s["steps_ratio_se"], num_samples=s["reached_in"],
+        unit="ratio"))
+  cells = [(f"grid adamw+ema beta={c['beta']:g} gamma={c['gamma']:g}",
+            c["final_bpb"]) for c in grid]
+  return rows + [harness.result(label, "final valid bpb", bpb, unit="bits/byte")
+                 for label, bpb in cells + [("grid adamw", grid_base_bpb)]]
 
 
 def plot_curves(workdir, records_by_method, seeds, config):
   """Validation bpb vs step, mean over seeds; right panel: the last 40%."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+  fig, (axes,) = harness.panels(1, 2, size=(5.0, 3.8))
   for k, (name, per_seed) in enumerate(records_by_method.items()):
     # A diverged seed stops early: average over the steps all seeds reached.
     n = min(len(per_seed[s]) for s in seeds)
@@ -311,73 +279,62 @@ def plot_curves(workdir, records_by_method, seeds, config):
                        for s in seeds])
     for ax in axes:
       ax.plot(steps, curves.mean(0), color=f"C{k}", lw=1.3,
-              ls="--" if "+ema" not in name else "-",
-              label=name if ax is axes[0] else None)
-  start, end = 0.6 * config.num_steps, config.num_steps
+              ls="-" if "+ema" in name else "--", label=name)
+  start = 0.6 * config.num_steps
   tail = [r["valid_bpb"] for per_seed in records_by_method.values()
           for s in seeds for r in per_seed[s] if r["step"] >= start]
-  axes[1].set_xlim(start, end)
-  axes[1].set_ylim(min(tail) - 0.01, max(tail) + 0.01)
+  axes[1].set(xlim=(start, config.num_steps),
+              ylim=(min(tail) - 0.01, max(tail) + 0.01))
   phase = phases(config)
-  for ax in axes:
+  for ax, title in zip(axes, ("all steps (grey: EMA-Nesterov lookahead on)",
+                              "the last 40% of training")):
     ax.axvspan(phase.ema_on, phase.ema_rest, color="0.92", zorder=0)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("validation loss (bits per byte)")
-  axes[0].set_title("all steps (grey: EMA-Nesterov lookahead on)", fontsize=9)
-  axes[1].set_title("the last 40% of training", fontsize=9)
-  fig.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-  fig.suptitle("EMA-Nesterov (solid) lowers the validation loss of its base"
-               f" optimizer (mean over seeds {', '.join(map(str, seeds))})",
-               fontsize=10)
-  fig.tight_layout()
-  return workdir.save_figure(fig, "valid_loss_vs_step")
+    ax.set_title(title, fontsize=9)
+    ax.set(xlabel="training step", ylabel="validation loss (bits per byte)")
+  return workdir.save_figure(
+      fig, "valid_loss_vs_step",
+      title="EMA-Nesterov (solid) lowers the validation loss of its base"
+      f" optimizer (mean over seeds {', '.join(map(str, seeds))})")
 
 
 def plot_grid(workdir, grid, base_final, config):
   """Final bpb of each (gamma, beta) cell minus AdamW's, one seed."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   betas, gammas = list(config.ema.betas), list(config.ema.gammas)
   table = np.full((len(gammas), len(betas)), np.nan)
   for c in grid:
     table[gammas.index(c["gamma"]), betas.index(c["beta"])] = (
         c["final_bpb"] - base_final)
-  fig, ax = plt.subplots(figsize=(5.2, 3.8))
+  fig, ((ax,),) = harness.panels(size=(5.2, 3.8))
   bound = np.nanmax(np.abs(table)) or 1.0
   image = ax.imshow(table, cmap="RdBu_r", vmin=-bound, vmax=bound)
-  for i in range(len(gammas)):
-    for j in range(len(betas)):
-      ax.text(j, i, f"{table[i, j]:+.3f}", ha="center", va="center", fontsize=8)
+  for (i, j), value in np.ndenumerate(table):
+    ax.text(j, i, f"{value:+.3f}", ha="center", va="center", fontsize=8)
   ax.set_xticks(range(len(betas)), [f"{b:g}" for b in betas])
   ax.set_yticks(range(len(gammas)), [f"{g:g}" for g in gammas])
-  ax.set_xlabel("beta_max (lookahead at the peak LR)")
-  ax.set_ylabel("gamma (EMA decay; 0: one step)")
+  ax.set(xlabel="beta_max (lookahead at the peak LR)",
+         ylabel="gamma (EMA decay; 0: one step)")
   fig.colorbar(image, ax=ax, label="final loss minus AdamW's\n(bits per byte)")
-  fig.suptitle("A long-horizon EMA (gamma > 0) beats one-step lookahead"
-               f"\n(AdamW + EMA-Nesterov, seed {config.grid_seed})", fontsize=9)
-  fig.tight_layout()
-  return workdir.save_figure(fig, "grid_beta_gamma")
+  return workdir.save_figure(
+      fig, "grid_beta_gamma", legend=False,
+      title="A long-horizon EMA (gamma > 0) beats one-step lookahead"
+      f"\n(AdamW + EMA-Nesterov, seed {config.grid_seed})")
 
 
 def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   corpus = lm.load_corpus(source_files=config.data.source_files,
                           valid_fraction=config.data.valid_fraction,
                           seed=config.data.split_seed)
-  data = (jnp.asarray(corpus.train),
-          lm.validation_windows(corpus.valid, config.data.valid_windows,
-                                config.model.length))
+  data = corpus.arrays(config.data.valid_windows, config.model.length)
   seeds = list(config.seeds)
   workdir.plan(1 + len(config.ema.gammas) * len(config.ema.betas)
                + len(METHODS) * len(seeds))
   # Phase 1: beta x gamma on AdamW, one seed.
   grid_base_bpb = train_run(config, workdir, data, "adamw",
                             config.grid_seed)[-1]["valid_bpb"]
-  grid = []
-  for gamma in config.ema.gammas:
-    for beta in config.ema.betas:
-      records = train_run(config, workdir, data, "adamw+ema", config.grid_seed,
-                          beta, gamma)
-      grid.append({"beta": beta, "gamma": gamma,
-                   "final_bpb": records[-1]["valid_bpb"]})
+  grid = [{"beta": beta, "gamma": gamma, "final_bpb": train_run(
+      config, workdir, data, "adamw+ema", config.grid_seed, beta,
+      gamma)[-1]["valid_bpb"]}
+          for gamma in config.ema.gammas for beta in config.ema.betas]
   best = min(grid, key=lambda c: c["final_bpb"])
   logging.info("best grid cell: beta=%g gamma=%g", best["beta"], best["gamma"])
 
@@ -404,12 +361,11 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
 
 def model_metadata(config):
   model, phase = _model(harness.StaticConfig(config)), phases(config)
-  num_params = sum(x.size for x in jax.tree.leaves(model.init(0)))
   return {"architecture": "decoder-only transformer (jaxpapers.models."
                           "Transformer): pre-norm RMSNorm, learned positions,"
                           " tied embeddings, GELU MLP",
           "config": dataclasses.asdict(model.config),
-          "num_params": int(num_params),
+          "num_params": sum(x.size for x in jax.tree.leaves(model.init(0))),
           "schedule": f"WSD: warm-up {phase.warmup}, decay from"
                       f" {phase.decay_start} to {config.num_steps}",
           "batch": f"{config.batch_size} x {config.model.length} tokens"}
@@ -417,7 +373,7 @@ def model_metadata(config):
 
 def notes(config, best, summary, records_by_method):
   phase = phases(config)
-  out = [
+  return [
       f"EMA-Nesterov cell used in phase 2: beta_max={best['beta']:g},"
       f" gamma={best['gamma']:g} (lowest final loss of the grid, seed"
       f" {config.grid_seed}); lookahead on steps"
@@ -427,8 +383,7 @@ def notes(config, best, summary, records_by_method):
       f"Validation at the gradient point instead of the evaluation point"
       f" (adamw+ema): {_fmt(summary['adamw+ema']['final_bpb_at_gradient_point'])}"
       " bpb (equal to the anchor's when the rest window switches beta off).",
-  ]
-  return out + [f"{name} seed {s}: diverged"
+  ] + [f"{name} seed {s}: diverged"
                 for name, per_seed in records_by_method.items()
                 for s, records in per_seed.items()
                 if not math.isfinite(records[-1]["valid_bpb"])]

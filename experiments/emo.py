@@ -17,8 +17,8 @@ the authors' code; the CPU-scale study (data, sizes, budgets, checks) is ours
 (docs/emo.md).
 """
 
-import collections
 import functools
+import itertools
 import math
 from typing import NamedTuple
 
@@ -192,54 +192,48 @@ def evaluate_run(config, model, domain_data, seed):
   return records
 
 
-def domain_mutual_information(usage_DxLxE) -> float:
-  """I(domain; expert) / H(domain), averaged over layers (equal tokens per domain)."""
-  usage = np.asarray(usage_DxLxE, np.float64)
-  values = []
-  for layer in range(usage.shape[1]):
-    joint = usage[:, layer] / usage.shape[0]
-    joint = joint / joint.sum()
-    p_domain = joint.sum(1, keepdims=True)
-    p_expert = joint.sum(0, keepdims=True)
-    nonzero = joint > 0
-    mi = np.sum(joint[nonzero] * np.log(joint[nonzero]
-                                        / (p_domain @ p_expert)[nonzero]))
-    values.append(mi / math.log(usage.shape[0]))
-  return float(np.mean(values))
+def tags(config) -> list[str]:  # 0.125 -> "0.125", the fields' suffix
+  return [f"{f:g}" for f in config.eval.fractions]
+
+
+def percent(tag: str) -> str:  # "0.125" -> "12.5%"
+  return f"{100 * float(tag):g}%"
+
+
+def seed_metrics(records, config):
+  """Full bits per byte and the subsets' increases, averaged over ``records``."""
+  mean = lambda field: np.mean([r[field] for r in records])
+  full = mean("full_bpb")
+  metrics = {"full_bpb": full}
+  for tag in tags(config):
+    metrics[f"delta_{tag}"] = mean(f"subset_bpb_{tag}") - full
+    metrics[f"relative_delta_{tag}"] = (mean(f"subset_bpb_{tag}") - full) / full
+    if config.eval.random_subsets:
+      metrics[f"random_delta_{tag}"] = mean(f"random_bpb_{tag}") - full
+  return metrics
 
 
 def summarize(evals, config):
   """(mean, s.e.) over seeds, per (model, domain) and averaged over domains."""
   summary = {}
-  tags = [f"{f:g}" for f in config.eval.fractions]
   for kind in config.models:
-    per_seed = evals[kind]
-    domains = [r["domain"] for r in per_seed[0]]
+    domains = [r["domain"] for r in evals[kind][0]]
     rows = {}
     for i, domain in enumerate(domains + ["mean"]):
-      values = collections.defaultdict(list)  # per seed, in field order
-      for seed_records in per_seed:
-        records = seed_records if domain == "mean" else [seed_records[i]]
-        full = np.mean([r["full_bpb"] for r in records])
-        values["full_bpb"].append(full)
-        for tag in tags:
-          sub = np.mean([r[f"subset_bpb_{tag}"] for r in records])
-          values[f"delta_{tag}"].append(sub - full)
-          values[f"relative_delta_{tag}"].append((sub - full) / full)
-          if config.eval.random_subsets:
-            rnd = np.mean([r[f"random_bpb_{tag}"] for r in records])
-            values[f"random_delta_{tag}"].append(rnd - full)
-      if domain == "mean":
-        values["domain_nmi"] = [
-            domain_mutual_information([r["usage"] for r in seed_records])
-            for seed_records in per_seed]
-      rows[domain] = {k: harness.mean_se(v) for k, v in values.items()}
+      part = slice(None) if domain == "mean" else slice(i, i + 1)
+      per_seed = [seed_metrics(records[part], config)
+                  for records in evals[kind]]
+      rows[domain] = {k: harness.mean_se([m[k] for m in per_seed])
+                      for k in per_seed[0]}
+    rows["mean"]["domain_nmi"] = harness.mean_se(
+        moe.domain_mutual_information([r["usage"] for r in records])
+        for records in evals[kind])
     summary[kind] = rows
   return summary
 
 
-def percent_id(tag: str) -> str:  # "0.125" -> "12_5pct" (ids are snake_case)
-  return f"{100 * float(tag):g}pct".replace(".", "_")
+def unit(metric: str) -> str:  # the NMI and relative increases are ratios
+  return "proportion" if metric.startswith(("relative", "domain")) else "bits/byte"
 
 
 def evaluate_claim(summary, config):
@@ -252,21 +246,22 @@ def evaluate_claim(summary, config):
       abs(gap) <= FULL_MODEL_TOLERANCE,
       f"EMO {emo['full_bpb'][0]:.4f} vs standard {std['full_bpb'][0]:.4f}"
       f" bits/byte ({gap:+.1%})")]
-  for tag in (f"{f:g}" for f in config.eval.fractions):
-    percent = f"{float(tag):.1%}".replace(".0%", "%")
+  ids = {tag: percent(tag).replace(".", "_").replace("%", "pct")
+         for tag in tags(config)}  # "12_5pct": ids are snake_case
+  for tag in tags(config):
     d_emo, d_std = emo[f"delta_{tag}"][0], std[f"delta_{tag}"][0]
     checks.append(harness.check(
-        f"standard_degrades_more_at_{percent_id(tag)}",
-        f"{percent} of experts: standard MoE degrades >= {MUCH_MORE:g}x more"
-        " than EMO",
+        f"standard_degrades_more_at_{ids[tag]}",
+        f"{percent(tag)} of experts: standard MoE degrades >= {MUCH_MORE:g}x"
+        " more than EMO",
         d_std >= MUCH_MORE * max(d_emo, 0.0) and d_std > 0,
         f"delta bits/byte: EMO {d_emo:+.4f}, standard {d_std:+.4f}"
         f" (ratio {d_std / d_emo if d_emo > 0 else float('inf'):.2f})"))
-  first = f"{config.eval.fractions[0]:g}"
+  first = tags(config)[0]
   rel = emo[f"relative_delta_{first}"][0]
   checks.append(harness.check(
-      f"emo_barely_moves_at_{percent_id(first)}",
-      f"EMO barely moves at {float(first):.0%} of experts (mean increase <="
+      f"emo_barely_moves_at_{ids[first]}",
+      f"EMO barely moves at {percent(first)} of experts (mean increase <="
       f" {BARELY_MOVES:.0%})",
       rel <= BARELY_MOVES,
       f"EMO {rel:+.1%}, standard {std[f'relative_delta_{first}'][0]:+.1%}"))
@@ -281,55 +276,47 @@ def evaluate_claim(summary, config):
 
 def plot_usage(workdir, evals, config):
   """Heat maps of expert usage by domain, per model and layer (first seed)."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  layers, kinds = config.model.num_layers, config.models
+  kinds = config.models
   usage = {kind: np.stack([np.asarray(r["usage"]) for r in evals[kind][0]])
            for kind in kinds}  # D x L x E
   domains = [r["domain"] for r in evals[kinds[0]][0]]
-  fig, axes = plt.subplots(len(kinds), layers, squeeze=False,
-                           figsize=(4.2 * layers, 1.6 * len(kinds) + 1.0),
-                           layout="constrained")
-  for i, kind in enumerate(kinds):
-    for layer in range(layers):
-      ax = axes[i, layer]
-      # One colour scale for all panels, so one colour bar reads them all.
-      image = ax.imshow(usage[kind][:, layer], aspect="auto", cmap="viridis",
-                        vmin=0, vmax=max(u.max() for u in usage.values()))
-      ax.set_yticks(range(len(domains)), domains, fontsize=7)
-      ax.set_xticks(range(0, config.model.num_experts, 5))
-      ax.set_title(f"{kind}, layer {layer}", fontsize=8)
-      ax.set_xlabel("routed expert (index)", fontsize=7)
+  layers = config.model.num_layers
+  fig, axes = harness.panels(len(kinds), layers, size=(4.2, 1.8))
+  vmax = max(u.max() for u in usage.values())  # one scale: one colour bar
+  for (i, kind), layer in itertools.product(enumerate(kinds), range(layers)):
+    ax = axes[i, layer]
+    image = ax.imshow(usage[kind][:, layer], aspect="auto", cmap="viridis",
+                      vmin=0, vmax=vmax)
+    ax.set_yticks(range(len(domains)), domains, fontsize=7)
+    ax.set_xticks(range(0, config.model.num_experts, 5))
+    ax.set(title=f"{kind}, layer {layer}", xlabel="routed expert (index)",
+           ylabel="held-out domain")
   fig.colorbar(image, ax=axes, fraction=0.03,
                label="fraction of the domain's (token, slot) pairs")
-  fig.suptitle("Expert usage by held-out domain: EMO's experts are more"
-               " domain-specific", fontsize=10)
-  return workdir.save_figure(fig, "expert_usage_by_domain")
+  return workdir.save_figure(
+      fig, "expert_usage_by_domain", legend=False,
+      title="Expert usage by held-out domain: EMO's experts are more"
+      " domain-specific")
 
 
 def plot_deltas(workdir, summary, config):
   """Increase of held-out bits per byte with expert subsets, per domain."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  tags = [f"{f:g}" for f in config.eval.fractions]
   domains = list(summary["emo"])
-  fig, axes = plt.subplots(1, len(tags), figsize=(4.5 * len(tags), 3.4),
-                           squeeze=False, layout="constrained")
+  fig, axes = harness.panels(1, len(config.eval.fractions), size=(4.5, 3.4))
   width = 0.8 / len(config.models)
-  for j, tag in enumerate(tags):
-    ax = axes[0, j]
+  for ax, tag in zip(axes[0], tags(config)):
     for i, kind in enumerate(config.models):
       means = [summary[kind][d][f"delta_{tag}"][0] for d in domains]
       errors = [summary[kind][d][f"delta_{tag}"][1] or 0 for d in domains]
       ax.bar(np.arange(len(domains)) + i * width, means, width, yerr=errors,
-             label=kind if j == 0 else None, color=f"C{i}")
+             label=kind, color=f"C{i}")
     ax.set_xticks(np.arange(len(domains)) + width / 2, domains, fontsize=8)
-    ax.set_xlabel("held-out domain")
-    ax.set_title(f"keep {100 * float(tag):g}% of experts (greedy)", fontsize=9)
-    ax.set_ylabel("subset - full model (bits/byte)")
+    ax.set(title=f"keep {percent(tag)} of experts (greedy)",
+           xlabel="held-out domain", ylabel="subset - full model (bits/byte)")
     ax.axhline(0, color="k", lw=0.5)
-  fig.legend(loc="outside lower center", ncols=len(config.models), fontsize=8)
-  fig.suptitle("Per-domain expert subsets cost EMO less than a standard MoE",
-               fontsize=10)
-  return workdir.save_figure(fig, "subset_loss_increase")
+  return workdir.save_figure(
+      fig, "subset_loss_increase",
+      title="Per-domain expert subsets cost EMO less than a standard MoE")
 
 
 def load_data(config):
@@ -383,7 +370,8 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   summary = summarize(evals, config)
   results = [harness.result(f"{kind}/{domain}", metric, mean,
                             standard_error=se, num_samples=len(config.seeds),
-                            lower_is_better=metric != "domain_nmi")
+                            lower_is_better=metric != "domain_nmi",
+                            unit=unit(metric))
              for kind, rows in summary.items()
              for domain, values in rows.items()
              for metric, (mean, se) in values.items()]

@@ -14,6 +14,7 @@ lambda_max below it and rising with b; full batch puts lambda_max at 2/eta.
 """
 
 import functools
+import itertools
 import math
 from typing import NamedTuple
 
@@ -277,56 +278,43 @@ def evaluate_claim(summaries, config):
 
 def plot_runs(workdir, all_records, config):
   """F1: BS and lambda_max in units of 2/eta vs step, one panel per run."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   lrs, bss = config.learning_rates, config.batch_sizes
-  fig, axes = plt.subplots(len(lrs), len(bss), squeeze=False,
-                           figsize=(3.2 * len(bss), 2.6 * len(lrs) + 0.5))
-  for i, lr in enumerate(lrs):
-    for j, b in enumerate(bss):
-      ax = axes[i, j]
-      for seed in config.seeds:
-        records = all_records[(lr, b, seed)]
-        steps = [r["step"] for r in records]
-        first = seed == config.seeds[0] and i == j == 0
-        ax.plot(steps, [r["batch_sharpness"] * lr / 2 for r in records], "C0",
-                lw=1, label="Batch Sharpness" if first else None)
-        ax.plot(steps, [r["lambda_max"] * lr / 2 for r in records], "C1",
-                lw=1, label="$\\lambda_{max}$" if first else None)
-      ax.axhline(1.0, color="k", ls="--", lw=1,
-                 label="2/$\\eta$" if i == j == 0 else None)
-      ax.set_title(f"$\\eta$={lr:g}, b={'full' if b == 0 else b}", fontsize=9)
-      ax.set_ylim(0, 1.5)
-      ax.set_xlabel("SGD step")
-      if j == 0:
-        ax.set_ylabel("curvature (multiples of 2/$\\eta$)")
-  fig.legend(loc="upper right", fontsize=7)
-  fig.suptitle("Batch Sharpness settles at 2/$\\eta$; $\\lambda_{max}$ stays"
-               " below it for mini-batches", fontsize=10)
-  fig.tight_layout()
-  return workdir.save_figure(fig, "sharpness_vs_step")
+  fig, axes = harness.panels(len(lrs), len(bss), size=(3.2, 2.6))
+  for (i, lr), (j, b) in itertools.product(enumerate(lrs), enumerate(bss)):
+    ax = axes[i, j]
+    for seed in config.seeds:
+      records = all_records[(lr, b, seed)]
+      steps = [r["step"] for r in records]
+      ax.plot(steps, [r["batch_sharpness"] * lr / 2 for r in records], "C0",
+              lw=1, label="Batch Sharpness")
+      ax.plot(steps, [r["lambda_max"] * lr / 2 for r in records], "C1", lw=1,
+              label="$\\lambda_{max}$")
+    ax.axhline(1.0, color="k", ls="--", lw=1, label="2/$\\eta$")
+    ax.set(title=f"$\\eta$={lr:g}, b={'full' if b == 0 else b}", ylim=(0, 1.5),
+           xlabel="SGD step", ylabel="curvature (multiples of 2/$\\eta$)")
+  return workdir.save_figure(
+      fig, "sharpness_vs_step", title="Batch Sharpness settles at 2/$\\eta$;"
+      " $\\lambda_{max}$ stays below it for mini-batches")
 
 
 def plot_plateaus(workdir, summaries, config, num_examples):
   """F2: lambda_max and BS plateaus (multiples of 2/eta) vs batch size."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(4.8, 3.4))
+  fig, axes = harness.panels(size=(4.8, 3.4))
   for k, lr in enumerate(config.learning_rates):
     runs = sorted((s for s in summaries if s["learning_rate"] == lr),
                   key=lambda s: s["batch_size"] or num_examples)
     sizes = [s["batch_size"] or num_examples for s in runs]
-    ax.plot(sizes, [s["lambda_max_over_threshold"] for s in runs], "o-",
-            color=f"C{k}", label=f"$\\lambda_{{max}}$, $\\eta$={lr:g}")
-    ax.plot(sizes, [s["bs_over_threshold"] for s in runs], "s:",
-            color=f"C{k}", label=f"BS, $\\eta$={lr:g}")
-  ax.axhline(1.0, color="k", ls="--", lw=1, label="2/$\\eta$")
-  ax.set_xscale("log")
-  ax.set_xlabel("batch size (examples; rightmost: full batch)")
-  ax.set_ylabel("median over the last 30% of steps\n(multiples of 2/$\\eta$)")
-  ax.set_title("$\\lambda_{max}$ rises with the batch size to 2/$\\eta$",
-               fontsize=9)
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  return workdir.save_figure(fig, "plateau_vs_batch_size")
+    axes[0, 0].plot(sizes, [s["lambda_max_over_threshold"] for s in runs],
+                    "o-", color=f"C{k}", label=f"$\\lambda_{{max}}$, $\\eta$={lr:g}")
+    axes[0, 0].plot(sizes, [s["bs_over_threshold"] for s in runs], "s:",
+                    color=f"C{k}", label=f"BS, $\\eta$={lr:g}")
+  axes[0, 0].axhline(1.0, color="k", ls="--", lw=1, label="2/$\\eta$")
+  axes[0, 0].set(xscale="log", xlabel="batch size (examples; rightmost: full"
+                 " batch)", ylabel="median over the last 30% of steps\n"
+                 "(multiples of 2/$\\eta$)")
+  return workdir.save_figure(
+      fig, "plateau_vs_batch_size",
+      title="$\\lambda_{max}$ rises with the batch size to 2/$\\eta$")
 
 
 def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):

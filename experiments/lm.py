@@ -4,10 +4,12 @@ The pieces an LM experiment needs besides its optimizer: the corpus (pydoc
 topics prose and standard-library source, a fixed document split), the
 shared :class:`jaxpapers.models.Transformer` viewed as a pure function of a
 dict of params, a warmup-stable-decay schedule, Muon's split of those params,
-fixed validation windows, and a ``lax.scan`` chunk of training steps whose
+an :class:`Optimizer` record for wrappers that hold more than the params,
+fixed validation windows, a ``lax.scan`` chunk of training steps whose
 batches are pure functions of ``(data_key, step)``, so a resumed run sees the
-same batches. Any ``ffn_factory`` (e.g. a mixture of
-experts) plugs in; its auxiliary outputs are averaged over the chunk.
+same batches, and the steps a loss curve takes to reach a target. Any
+``ffn_factory`` (e.g. a mixture of experts) plugs in; its auxiliary outputs
+are averaged over the chunk.
 """
 
 import functools
@@ -27,6 +29,12 @@ class Corpus(NamedTuple):
   train: np.ndarray  # int32 tokens (bytes and EOS)
   valid: np.ndarray
   provenance: str
+
+  def arrays(self, num_valid_windows: int, length: int
+             ) -> tuple[jax.Array, jax.Array]:
+    """The training tokens on device and :func:`validation_windows` of ``valid``."""
+    return (jnp.asarray(self.train),
+            validation_windows(self.valid, num_valid_windows, length))
 
 
 def load_corpus(*, source_files: int | None, valid_fraction: float,
@@ -104,6 +112,23 @@ def muon_dimension_numbers(params: dict[str, Any]) -> Any:
   return jax.tree_util.tree_map_with_path(dims, params)
 
 
+class Optimizer(NamedTuple):
+  """An optax optimizer and how what it holds relates to the model's params.
+
+  Wrappers such as ``optax.lookahead`` (fast and slow weights) or
+  schedule-free and EMA-Nesterov (which hold a point other than the one to
+  validate) differ from the plain case only in these three maps.
+  """
+
+  tx: optax.GradientTransformation
+  # (held, opt_state) -> the params to validate.
+  eval_params: Callable[[Any, Any], Any] = lambda held, opt_state: held
+  # params -> what the optimizer holds.
+  wrap_params: Callable[[Any], Any] = lambda params: params
+  # held -> the params the gradient is taken at.
+  gradient_point: Callable[[Any], Any] = lambda held: held
+
+
 def validation_windows(tokens: np.ndarray, num_windows: int, length: int,
                        seed: int = 0) -> jax.Array:
   """A fixed set of ``(num_windows, length + 1)`` windows (shared by all runs)."""
@@ -158,3 +183,22 @@ def train_chunk(
       step, (opt_params, opt_state), steps)
   return (opt_params, opt_state, jnp.mean(losses),
           jax.tree.map(jnp.mean, aux))
+
+
+def steps_to_reach(records: list[dict[str, Any]], target: float, *,
+                   key: str = "valid_bpb") -> float | None:
+  """First step at which ``record[key] <= target``, or None if never.
+
+  ``records`` are evaluations in step order (dicts with ``"step"``, as a
+  harness run's metrics); between two evaluations the step is interpolated
+  linearly, as in "steps to reach the baseline's final loss" comparisons.
+  """
+  steps = [r["step"] for r in records]
+  losses = [r[key] for r in records]
+  for i, loss in enumerate(losses):
+    if loss <= target:
+      if i == 0:
+        return float(steps[0])
+      frac = (losses[i - 1] - target) / (losses[i - 1] - loss)
+      return steps[i - 1] + frac * (steps[i] - steps[i - 1])
+  return None

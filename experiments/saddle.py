@@ -57,6 +57,21 @@ STYLES = {"dm_sp": ("-", "o"), "extragradient": ("--", "s"),
 SLOPE_TOLERANCE = 0.25  # |measured - predicted| log-log slope that "agrees"
 COSTS = {"rounds": "communication rounds",
          "oracle_calls": "oracle calls per player"}
+UNITS = {"rounds": "rounds", "oracle_calls": "oracle calls",
+         "scalar_allreduces": "scalar all-reduces"}
+# Our reconstructed bounds (docs/saddle_decoupled.md) up to a constant, as
+# (L_xx, L_xy) -> cost; we have none for GDA.
+BOUNDS = {
+    ("dm_sp", "rounds"): lambda l_xx, l_xy: l_xy,
+    ("dm_sp", "oracle_calls"): lambda l_xx, l_xy: l_xy + np.sqrt(l_xy * l_xx),
+    **{(name, kind): lambda l_xx, l_xy: l_xx + l_xy
+       for name in ("extragradient", "optimistic_gda") for kind in COSTS},
+}
+FEWER_THAN_EG = (  # cost, smallest L_xx / L_xy where DM-SP must win, check
+    ("rounds", 0, "DM-SP needs fewer rounds than EG at every ratio"),
+    ("oracle_calls", 10, "DM-SP needs fewer oracle calls per player than EG"
+     " when L_xx >= 10 L_xy"),
+)
 RESIDUAL_TITLES = {  # what each residual figure shows of the claim
     "rounds": "DM-SP's rounds to tolerance stay flat as $L_{xx}/L_{xy}$"
               " grows; EG's and OGDA's grow",
@@ -163,13 +178,10 @@ def train_run(config, workdir, game, initial_residual, ratio, name,
       "run": run, "ratio": ratio, "method": name, "multiplier": multiplier,
       "step_size": None if name == "dm_sp" else float(method.step_size),
       "status": status, "converged": status == "converged",
-      "steps": result.records[-1]["step"],
-      "rounds": int(counters.rounds[0]),
-      "scalar_allreduces": int(counters.scalar_allreduces[0]),
-      "oracle_calls": int(np.max(counters.oracle_calls)),
-      "oracle_calls_total": int(np.sum(counters.oracle_calls)),
-      "relative_residual": residual / initial_residual,
-      "budget_rounds": int(budget_rounds)}, result.records
+      "steps": result.records[-1]["step"], "budget_rounds": int(budget_rounds),
+      **record_of(residual, initial_residual, counters.rounds[0],
+                  counters.scalar_allreduces[0], counters.oracle_calls),
+  }, result.records
 
 
 def sweep(config, workdir, mesh):
@@ -196,68 +208,58 @@ def sweep(config, workdir, mesh):
         candidates.append(summary)
         runs.append(summary)
       converged = [c for c in candidates if c["converged"]]
-      chosen = (min(converged, key=lambda c: c["rounds"]) if converged
-                else max(candidates, key=lambda c: c["rounds"]))
-      best[(name, ratio)] = chosen
+      best[(name, ratio)] = (min(converged, key=lambda c: c["rounds"])
+                             if converged
+                             else max(candidates, key=lambda c: c["rounds"]))
   return runs, best, records
 
 
-def predicted_cost(name, ratio, l_xy, kind):
-  """Our reconstructed bound (docs/saddle_decoupled.md) up to a constant.
-
-  None where we have no bound (GDA).
-  """
-  l_xx = ratio * l_xy
-  if name == "dm_sp":
-    return l_xy if kind == "rounds" else l_xy + np.sqrt(l_xy * l_xx)
-  if name in ("extragradient", "optimistic_gda"):
-    return l_xx + l_xy
-  return None
-
-
 def _slope(ratios, values):
+  """The log-log slope of ``values`` in ``ratios``; None from one ratio."""
+  if len(ratios) < 2:
+    return None
   return float(np.polyfit(np.log(ratios), np.log(values), 1)[0])
 
 
 def scaling_table(best, config):
-  """Measured vs predicted growth in L_xx / L_xy, per method and cost."""
+  """Measured vs predicted (BOUNDS) growth in L_xx / L_xy, per method and cost."""
   rows = []
   for name, kind in itertools.product(config.methods, COSTS):
     mine = [best[(name, r)] for r in sorted(config.ratios)]
     ratios = np.array([b["ratio"] for b in mine])
     measured = np.array([b[kind] for b in mine], np.float64)
     reached = all(b["converged"] for b in mine)
-    predicted = [predicted_cost(name, r, config.l_xy, kind) for r in ratios]
-    row = {
-        "method": name, "cost": kind, "ratios": ratios.tolist(),
-        "measured": measured.tolist(), "all_reached": reached,
-        "measured_relative": (measured / measured[0]).tolist(),
-        "predicted_relative": None, "predicted_slope": None, "agrees": None,
-        "measured_slope": (_slope(ratios, measured)
-                           if reached and len(ratios) > 1 else None),
-    }
-    if predicted[0] is not None:
-      predicted = np.array(predicted)
-      row["predicted_relative"] = (predicted / predicted[0]).tolist()
-      if len(ratios) > 1:
-        row["predicted_slope"] = _slope(ratios, predicted)
-      if row["measured_slope"] is not None:
-        row["agrees"] = bool(abs(row["measured_slope"]
-                                 - row["predicted_slope"]) <= SLOPE_TOLERANCE)
+    row = {"method": name, "cost": kind, "ratios": ratios.tolist(),
+           "measured": measured.tolist(), "all_reached": reached,
+           "measured_relative": (measured / measured[0]).tolist(),
+           "measured_slope": _slope(ratios, measured) if reached else None,
+           "predicted_relative": None, "predicted_slope": None, "agrees": None}
+    if (name, kind) in BOUNDS:
+      predicted = np.array([BOUNDS[(name, kind)](r * config.l_xy, config.l_xy)
+                            for r in ratios])
+      row.update(predicted_relative=(predicted / predicted[0]).tolist(),
+                 predicted_slope=_slope(ratios, predicted))
+    if None not in (row["measured_slope"], row["predicted_slope"]):
+      row["agrees"] = bool(abs(row["measured_slope"] - row["predicted_slope"])
+                           <= SLOPE_TOLERANCE)
     rows.append(row)
   return rows
 
 
 def _label(row):
-  return f"{LABELS[row['method']]} {row['cost'].replace('_', ' ')}"
+  return f"{LABELS[row['method']]} {UNITS[row['cost']]}"
 
 
 def dm_sp_vs_eg(best, config):
-  """(DM-SP, EG) best runs per ratio; empty unless both methods ran."""
+  """(DM-SP, EG) best runs by ratio; empty unless both methods ran."""
   if not {"dm_sp", "extragradient"} <= set(config.methods):
     return []
   return [(best[("dm_sp", r)], best[("extragradient", r)])
-          for r in config.ratios]
+          for r in sorted(config.ratios)]
+
+
+def dm_sp_wins(dm_sp, eg, kind):
+  return dm_sp["converged"] and dm_sp[kind] < eg[kind]
 
 
 def evaluate_claim(best, table, config):
@@ -272,16 +274,11 @@ def evaluate_claim(best, table, config):
       f" {row['predicted_slope']:.2f}")
             for row in table if row["predicted_slope"] is not None]
   pairs = dm_sp_vs_eg(best, config)
-  if not pairs:
-    return checks
-  for kind, min_ratio, name in (
-      ("rounds", 0, "DM-SP needs fewer rounds than EG at every ratio"),
-      ("oracle_calls", 10, "DM-SP needs fewer oracle calls per player than"
-       " EG when L_xx >= 10 L_xy")):
+  for kind, min_ratio, name in FEWER_THAN_EG if pairs else ():
     compared = [(d, e) for d, e in pairs if d["ratio"] >= min_ratio]
     checks.append(harness.check(
-        f"dm_sp_fewer_{kind}_than_eg", name, bool(compared) and all(
-            d["converged"] and d[kind] < e[kind] for d, e in compared),
+        f"dm_sp_fewer_{kind}_than_eg", name,
+        bool(compared) and all(dm_sp_wins(d, e, kind) for d, e in compared),
         ", ".join(f"{d['ratio']:g}: {d[kind]} vs {e[kind]}"
                   for d, e in compared)))
   return checks
@@ -307,29 +304,26 @@ def table_markdown(best, table, config):
   for row in table:
     cells = [("" if b["converged"] else ">") + str(b[row["cost"]])
              for b in (best[(row["method"], r)] for r in config.ratios)]
-    agrees = {None: "—", True: "yes", False: "no"}[row["agrees"]]
     lines.append(
-        f"| {LABELS[row['method']]} | {row['cost'].replace('_', ' ')} | "
+        f"| {LABELS[row['method']]} | {UNITS[row['cost']]} | "
         + " | ".join(cells) + f" | {fmt(row['measured_relative'])} |"
         f" {fmt(row['predicted_relative'])} |"
         f" {slope(row['measured_slope'])} / {slope(row['predicted_slope'])} |"
-        f" {agrees} |")
+        f" {({None: '—', True: 'yes', False: 'no'})[row['agrees']]} |")
   if "dm_sp" in config.methods:
     lines += ["", "DM-SP's HPE test also costs one scalar all-reduce per"
               " Jacobi round (not counted as a round in our reconstruction): "
               + ", ".join(f"{r:g}: {best[('dm_sp', r)]['scalar_allreduces']}"
                           for r in sorted(config.ratios)) + "."]
   # Where DM-SP beat EG's best step size, in plain words.
-  pairs = sorted(dm_sp_vs_eg(best, config), key=lambda p: p[0]["ratio"])
-  comparison = []
+  pairs, comparison = dm_sp_vs_eg(best, config), []
   for kind, words in COSTS.items():
-    fewer = [d["ratio"] for d, e in pairs
-             if d["converged"] and d[kind] < e[kind]]
+    fewer = [f"{d['ratio']:g}" for d, e in pairs if dm_sp_wins(d, e, kind)]
     more = [f"{d['ratio']:g} ({d[kind]} vs {e[kind]})"
-            for d, e in pairs if d["ratio"] not in fewer]
+            for d, e in pairs if not dm_sp_wins(d, e, kind)]
     comparison.append(
         f"DM-SP needed fewer {words} than EG at L_xx/L_xy ="
-        f" {', '.join(f'{r:g}' for r in fewer) or 'none'}"
+        f" {', '.join(fewer) or 'none'}"
         + (f", and not at {'; '.join(more)}." if more else "."))
   lines += ["", statement_of_agreement(table), "",
             " ".join(comparison) if pairs else "", ""]
@@ -337,31 +331,29 @@ def table_markdown(best, table, config):
 
 
 def statement_of_agreement(table):
-  agree = [r for r in table if r["agrees"]]
-  disagree = [r for r in table if r["agrees"] is False]
-  unknown = [r for r in table if r["agrees"] is None
-             and r["predicted_slope"] is not None]
+  """Where the measured growth agrees with our reconstructed bounds, in words."""
+  sentences = {
+      True: "The measured growth agrees with our reconstructed bound"
+            f" (log-log slope within {SLOPE_TOLERANCE}) for: {{}}.",
+      False: "It does not agree for: {}.",
+      None: "No slope could be measured for: {} (tolerance not reached at"
+            " every ratio).",
+  }
   parts = []
-  if agree:
-    parts.append("The measured growth agrees with our reconstructed bound"
-                 f" (log-log slope within {SLOPE_TOLERANCE}) for: "
-                 + "; ".join(_label(r) for r in agree) + ".")
-  if disagree:
-    parts.append("It does not agree for: " + "; ".join(
-        f"{_label(r)} (slope {r['measured_slope']:.2f} vs"
-        f" {r['predicted_slope']:.2f})" for r in disagree) + ".")
-  if unknown:
-    parts.append("No slope could be measured for: "
-                 + "; ".join(_label(r) for r in unknown)
-                 + " (tolerance not reached at every ratio).")
+  for agrees, sentence in sentences.items():
+    rows = [r for r in table
+            if r["agrees"] is agrees and r["predicted_slope"] is not None]
+    if rows:
+      parts.append(sentence.format("; ".join(
+          _label(r) + (f" (slope {r['measured_slope']:.2f} vs"
+                       f" {r['predicted_slope']:.2f})" if agrees is False
+                       else "") for r in rows)))
   return " ".join(parts)
 
 
 def plot_residuals(workdir, records, best, config, kind):
   """Relative residual vs ``kind`` (a cost), one panel per ratio."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, len(config.ratios), squeeze=False,
-                           figsize=(3.6 * len(config.ratios), 3.4))
+  fig, axes = harness.panels(1, len(config.ratios), size=(3.6, 3.4))
   for ax, ratio in zip(axes[0], config.ratios):
     for k, method in enumerate(config.methods):
       rs = records[best[(method, ratio)]["run"]]
@@ -369,46 +361,36 @@ def plot_residuals(workdir, records, best, config, kind):
               [r["relative_residual"] for r in rs], color=f"C{k}", lw=1.2,
               ls=STYLES[method][0], label=LABELS[method])
     ax.axhline(config.rtol, color="k", ls=":", lw=1, label="tolerance")
-    ax.set(xscale="log", yscale="log", xlabel=COSTS[kind])
-    ax.set_title(f"$L_{{xx}}/L_{{xy}}$ = {ratio:g}", fontsize=9)
+    ax.set(title=f"$L_{{xx}}/L_{{xy}}$ = {ratio:g}", xscale="log",
+           yscale="log", xlabel=COSTS[kind])
   axes[0, 0].set_ylabel("$\\|F(z)\\| / \\|F(z_0)\\|$")
-  fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center",
-             ncol=len(config.methods) + 1, fontsize=7)
-  fig.suptitle(RESIDUAL_TITLES[kind], fontsize=10)
-  fig.tight_layout(rect=(0, 0.07, 1, 1))
-  return workdir.save_figure(fig, f"residual_vs_{kind}")
+  return workdir.save_figure(fig, f"residual_vs_{kind}",
+                             title=RESIDUAL_TITLES[kind])
 
 
-def plot_costs(workdir, best, table, config):
+def plot_costs(workdir, best, table):
   """Rounds and oracle calls to tolerance vs L_xx / L_xy, with the bounds."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from matplotlib.lines import Line2D  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8))
-  for ax, (kind, label) in zip(axes, COSTS.items()):
+  fig, axes = harness.panels(1, 2, size=(4.25, 3.8))
+  for ax, (kind, label) in zip(axes[0], COSTS.items()):
     for k, row in enumerate(r for r in table if r["cost"] == kind):
       method, ratios, values = row["method"], row["ratios"], row["measured"]
-      ax.plot(ratios, values, "-", color=f"C{k}", lw=1)
+      marker = STYLES[method][1]
+      ax.plot(ratios, values, "-", marker=marker, color=f"C{k}", lw=1,
+              label=LABELS[method])
       for ratio, value in zip(ratios, values):
-        ax.plot(ratio, value, STYLES[method][1], color=f"C{k}",
-                fillstyle="full" if best[(method, ratio)]["converged"]
-                else "none")
+        if not best[(method, ratio)]["converged"]:  # hollow: budget hit
+          ax.plot(ratio, value, marker, color=f"C{k}", mfc="white")
       if row["predicted_relative"] is not None:
         ax.plot(ratios, np.array(row["predicted_relative"]) * values[0], "--",
                 color=f"C{k}", lw=0.8, alpha=0.7)
+    ax.plot([], [], "--", color="gray", lw=0.8,
+            label="our reconstructed bound")
+    ax.plot([], [], "o", color="gray", mfc="white", label="budget hit")
     ax.set(xscale="log", yscale="log", xlabel="$L_{xx} / L_{xy}$",
            ylabel=f"{label} to tolerance")
-  handles = [Line2D([], [], color=f"C{k}", marker=STYLES[m][1], label=LABELS[m])
-             for k, m in enumerate(config.methods)] + [
-                 Line2D([], [], color="gray", ls="--", lw=0.8,
-                        label="our reconstructed bound"),
-                 Line2D([], [], color="gray", marker="o", ls="none",
-                        fillstyle="none", label="budget hit")]
-  fig.legend(handles=handles, loc="lower center", ncol=len(handles),
-             fontsize=7)
-  fig.suptitle("DM-SP's rounds stay flat in $L_{xx}/L_{xy}$ and its oracle"
-               " calls grow more slowly than EG's", fontsize=10)
-  fig.tight_layout(rect=(0, 0.07, 1, 1))
-  return workdir.save_figure(fig, "cost_vs_ratio")
+  return workdir.save_figure(
+      fig, "cost_vs_ratio", title="DM-SP's rounds stay flat in"
+      " $L_{xx}/L_{xy}$ and its oracle calls grow more slowly than EG's")
 
 
 def choose_mesh(config):
@@ -433,7 +415,7 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
     runs, best, records = sweep(config, workdir, mesh)
     table = scaling_table(best, config)
     figures = [plot_residuals(workdir, records, best, config, kind)
-               for kind in COSTS] + [plot_costs(workdir, best, table, config)]
+               for kind in COSTS] + [plot_costs(workdir, best, table)]
   workdir.write_report(
       paper=PAPER, claim=CLAIM, dataset=dataset_of(config),
       model=model_of(config), seeds=[config.seed],

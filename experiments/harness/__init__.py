@@ -37,6 +37,7 @@ from experiments.harness.stats import over_seeds
 from experiments.harness.stats import paired_ratio
 from experiments.harness.workdir import Chunk
 from experiments.harness.workdir import MetricWriter
+from experiments.harness.workdir import panels
 from experiments.harness.workdir import TrainResult
 from experiments.harness.workdir import Workdir
 from experiments.harness.workdir import WorkdirError

@@ -323,8 +323,28 @@ class Workdir:
 
   # --------------------------------------------------------------- output --
 
-  def save_figure(self, fig: Any, name: str) -> str | None:
-    """Saves a matplotlib figure as ``<workdir>/<name>.png`` (process 0)."""
+  def save_figure(self, fig: Any, name: str, *, title: str | None = None,
+                  legend: bool = True) -> str | None:
+    """Saves a figure as ``<workdir>/<name>.png`` (process 0) and closes it.
+
+    ``title`` (the claim the figure shows) becomes the suptitle; with
+    ``legend`` the labelled artists of every panel get one shared legend
+    below the panels (each label once), so no panel carries its own.
+    """
+    if legend:
+      entries = {}
+      for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+          entries.setdefault(label, handle)
+        if ax.get_legend() is not None:
+          ax.get_legend().remove()
+      if entries:
+        fig.legend(list(entries.values()), list(entries), loc="upper center",
+                   bbox_to_anchor=(0.5, 0.0), ncol=min(len(entries), 5),
+                   fontsize=8, frameon=False)
+    if title:
+      fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     path = os.path.join(self.path, f"{name}.png")
     if self.is_writer:
       fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -361,6 +381,15 @@ class Workdir:
     self.report_paths = [os.path.join(self.path, "report.md")] + [
         os.path.join(self.path, f) for f in report["run_data"]["figures"]]
     return report
+
+
+def panels(rows: int = 1, cols: int = 1, *, size: tuple[float, float] = (4.0, 3.0),
+           **subplots_kwargs: Any) -> tuple[Any, Any]:
+  """A figure of ``rows x cols`` panels of ``size`` inches: ``(fig, axes[rows, cols])``."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt.subplots(rows, cols, squeeze=False,
+                      figsize=(size[0] * cols, size[1] * rows),
+                      **subplots_kwargs)
 
 
 def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

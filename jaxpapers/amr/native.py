@@ -1,20 +1,21 @@
 r"""Native-resolution ("multi-scale") WAMRViT: every leaf at its source resolution.
 
-In native storage (the abstract's multi-scale variant) a level-``l`` leaf keeps its full
-``(Ph 2^d, Pw 2^d)`` footprint, ``d = L - l``, so nothing is interpolated
-going in or out; the model absorbs the per-level resolution difference.
+In native storage (the abstract's multi-scale variant) a level-``l`` leaf
+keeps its full ``(Ph 2^d, Pw 2^d)`` footprint, ``d = L - l``, so nothing is
+interpolated going in or out; the model absorbs the per-level resolution
+difference.
 
-**Encoder** (the authors' ``wamrvit/quadtree_transformer.py``). A level-``l`` leaf passes ``d``
-:class:`ShrinkBlock`\ s, each a 2x2 stride-2 convolution from ``c`` to
-``2 m c`` channels followed by SwiGLU (first half times SiLU of the second
-half), leaving ``m c`` channels at half the resolution (``m = 2``). After
-``d`` blocks the leaf is a ``(Ph, Pw, C m^d)`` patch, which a per-level linear
-map embeds to ``D``.
+**Encoder** (the authors' ``wamrvit/quadtree_transformer.py``). A level-``l``
+leaf passes ``d`` :class:`ShrinkBlock`\ s, each a 2x2 stride-2 convolution
+from ``c`` to ``2 m c`` channels followed by SwiGLU (first half times SiLU of
+the second half), leaving ``m c`` channels at half the resolution
+(``m = 2``). After ``d`` blocks the leaf is a ``(Ph, Pw, C m^d)`` patch,
+which a per-level linear map embeds to ``D``.
 
 **Backbone.** The shared :class:`jaxpapers.amr.vit.TokenBackbone` with the
-3-axis RoPE; the scale coordinate is the level index (our default;
-``docs/wamrvit.md``). Finest leaves (``d = 0``) use the backbone's own embed and
-decode maps, so a tree whose leaves are all at level ``L`` gives exactly the
+3-axis RoPE; the scale coordinate is the level index (our default,
+``docs/wamrvit.md``). Finest leaves (``d = 0``) use the backbone's own embed
+and decode maps, so a tree whose leaves are all at level ``L`` gives exactly the
 uniform-storage :class:`jaxpapers.amr.vit.WAMRViT` with the same weights.
 
 **Decoder** (the same file, native mode). A per-level linear map to a

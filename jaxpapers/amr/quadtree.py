@@ -34,8 +34,8 @@ offending leaves until nothing changes, gives the same leaves.
 
 **Order and budget.** Leaves come in Morton (Z) order of their corner with
 the smallest (row, column), in finest-cell units, with the row bit above the
-column bit at every scale (this equals the authors' order of corners in finest pixels when
-``Ph = Pw`` is a power of two). They are padded to a static budget
+column bit at every scale (this equals the authors' order of corners in
+finest pixels when ``Ph = Pw`` is a power of two). They are padded to a static budget
 ``max_tokens``: entries past ``num_leaves`` have ``mask = False`` and
 ``level = i = j = 0``. When the tree has more leaves than the budget,
 ``overflow`` is set and only the first ``max_tokens`` leaves (in Morton order)
@@ -393,8 +393,8 @@ def truncate(tree: Quadtree, max_tokens: int) -> Quadtree:
   """The same tree with a smaller budget: keeps the first ``max_tokens`` slots.
 
   Lets a batch share the smallest budget that holds all its trees (token
-  buckets, :func:`jaxpapers.amr.bucket_size`) without rebuilding them; ``overflow`` is
-  recomputed, so a budget below ``num_leaves`` is flagged as usual.
+  buckets, :func:`jaxpapers.amr.bucket_size`) without rebuilding them;
+  ``overflow`` is recomputed, so a budget below ``num_leaves`` is flagged as usual.
   """
   _check_budget_arg(max_tokens, tree.geometry)
   if max_tokens > tree.max_tokens:

@@ -107,6 +107,12 @@ def bucket_size(num_leaves: Any, multiple: int, max_tokens: int) -> int:
 
   A host-side integer (it becomes a static shape), so ``num_leaves`` must be
   concrete: ``(B,)`` leaf counts of a batch of trees.
+
+  Example:
+    >>> import numpy as np
+    >>> from jaxpapers import amr
+    >>> amr.bucket_size(np.array([97, 12]), 32, 256)
+    128
   """
   return min(max_tokens,
              int(math.ceil(int(np.max(num_leaves)) / multiple)) * multiple)
@@ -270,6 +276,18 @@ def native_rollout(advance: Advance, fields_BxHxWxC: jax.Array,
 
   Raises:
     TypeError, ValueError: as :func:`quadtree_rollout`.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> from jaxpapers import amr
+    >>> fields = jnp.zeros((1, 16, 16, 1)).at[0, 5, 5].set(1.0)  # a spike
+    >>> mesh = amr.MeshConfig(patch=4, max_level=1, tol_frac=0.1)
+    >>> move = lambda u, trees: jnp.roll(u, 8, axis=2)  # 8 px to the right
+    >>> amr.build_meshes(fields, mesh).level[0, :7].tolist()
+    [1, 1, 1, 1, 0, 0, 0]
+    >>> steps = list(amr.native_rollout(move, fields, 2, mesh))
+    >>> [s.trees.level[0, :7].tolist() for s in steps]  # the mesh follows
+    [[0, 1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0, 0]]
   """
   call = _checked(advance, fields_BxHxWxC, num_steps, mesh, call)
   return _native_steps(advance, fields_BxHxWxC, num_steps, mesh, call)

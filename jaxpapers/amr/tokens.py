@@ -13,8 +13,9 @@ Two storage modes (the authors' ``wamrvit/quad/quadtree.py``):
   tree)`` is ``f`` for every tree that did not overflow.
 
 Decoding to the finest grid upsamples uniform leaves by ``2^(L-l)`` inside
-their own footprint: nearest (our default; the authors' choice is unconfirmed) or bilinear with
-half-pixel centres and edges clamped at the leaf boundary.
+their own footprint: nearest (our default; the authors' choice is
+unconfirmed) or bilinear with half-pixel centres and edges clamped at the
+leaf boundary.
 
 Uniform tokens are gathered straight from the average-pooled images; the
 other paths hold each level as a grid of cells ``(rows_l, cols_l, *feat)``

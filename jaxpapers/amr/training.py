@@ -94,6 +94,15 @@ def pushforward_loss(step: Callable[[jax.Array], jax.Array], state: jax.Array,
 
   Raises:
     ValueError: ``num_steps < 1``, or fewer targets than steps.
+
+  Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from jaxpapers import amr
+    >>> x = jnp.ones((2, 3))
+    >>> targets = jnp.stack([2 * x, 4 * x], axis=1)  # frames t + 1, t + 2
+    >>> float(amr.pushforward_loss(lambda u: 2 * u, x, targets, 2,
+    ...                            noise_key=jax.random.key(0)))
+    0.0
   """
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be an int >= 1; got {num_steps!r}.")

@@ -1,8 +1,11 @@
-"""Losses and penalties: rollout consistency for forecasters."""
+"""Losses and penalties: rollout consistency for forecasters, free-running errors."""
 
+from jaxpapers.losses.rollout_consistency import free_running_errors
 from jaxpapers.losses.rollout_consistency import free_running_rollout
+from jaxpapers.losses.rollout_consistency import FreeRunningErrors
 from jaxpapers.losses.rollout_consistency import horizon_errors
 from jaxpapers.losses.rollout_consistency import HorizonErrors
 from jaxpapers.losses.rollout_consistency import rollout_consistency
 from jaxpapers.losses.rollout_consistency import rollout_consistency_exact
 from jaxpapers.losses.rollout_consistency import shift_feedback
+from jaxpapers.losses.rollout_consistency import valid_prediction_time

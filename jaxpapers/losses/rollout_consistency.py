@@ -41,8 +41,10 @@ residual-induced directions :math:`\delta` probe its normal bundle. Keeping
 echoing into its next predictions, which keeps free-running trajectories in
 a tube around that manifold.
 
-Every function here acts on **one** example (a state without batch axis);
-``jax.vmap`` them over a batch.
+The penalties and :func:`free_running_rollout` act on **one** example (a
+state without batch axis); ``jax.vmap`` them over a batch. The free-running
+evaluation (:func:`horizon_errors`, :func:`valid_prediction_time`,
+:func:`free_running_errors`) scores a batch of windows.
 """
 
 import math
@@ -433,6 +435,15 @@ def horizon_errors(predictions: jax.Array, targets: jax.Array) -> HorizonErrors:
     >>> errors.mse, errors.mae
     (Array([0., 4.], dtype=float32), Array([0., 2.], dtype=float32))
   """
+  _check_batch_of_horizons(predictions, targets)
+  error = predictions - targets.astype(predictions.dtype)
+  axes = (0,) + tuple(range(2, error.ndim))
+  return HorizonErrors(jnp.mean(jnp.square(error), axis=axes),
+                       jnp.mean(jnp.abs(error), axis=axes))
+
+
+def _check_batch_of_horizons(predictions: jax.Array,
+                             targets: jax.Array) -> None:
   pred_shape, target_shape = (tree_lib.shape_of(predictions),
                               tree_lib.shape_of(targets))
   if len(pred_shape) < 2:
@@ -444,7 +455,99 @@ def horizon_errors(predictions: jax.Array, targets: jax.Array) -> HorizonErrors:
         f"targets must have the shape of predictions {pred_shape}, got"
         f" {target_shape}."
     )
+
+
+def valid_prediction_time(predictions: jax.Array, targets: jax.Array,
+                          threshold: float) -> jax.Array:
+  """Steps a forecast stays valid: until its RMS error first exceeds ``threshold``.
+
+  The valid prediction time of chaotic-systems forecasting (e.g. Vlachas et
+  al., "Backpropagation algorithms and Reservoir Computing in Recurrent
+  Neural Networks for the forecasting of complex spatiotemporal dynamics",
+  Neural Networks 2020, https://arxiv.org/abs/1910.05266), counted in steps:
+  per window, the number of leading horizon steps whose root-mean-square
+  error over the trailing axes is at most ``threshold``.
+
+  Args:
+    predictions: ``(B, H, ...)`` forecasts.
+    targets: the truth, shaped like ``predictions``.
+    threshold: the largest valid RMS error, in the units of the data (e.g.
+      training standard deviations for z-normalised series).
+
+  Returns:
+    ``(B,)`` integer steps in ``[0, H]``; ``H`` where no step exceeds the
+    threshold.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> errors = jnp.array([[0.1, 0.5, 0.2], [0.1, 0.2, 0.3]])
+    >>> valid_prediction_time(errors, jnp.zeros((2, 3)), 0.4)
+    Array([1, 3], dtype=int32)
+  """
+  _check_batch_of_horizons(predictions, targets)
   error = predictions - targets.astype(predictions.dtype)
-  axes = (0,) + tuple(range(2, error.ndim))
-  return HorizonErrors(jnp.mean(jnp.square(error), axis=axes),
-                       jnp.mean(jnp.abs(error), axis=axes))
+  rms_BxH = jnp.sqrt(jnp.mean(jnp.square(error),
+                              axis=tuple(range(2, error.ndim))))
+  exceeded = rms_BxH > threshold
+  return jnp.where(jnp.any(exceeded, axis=1), jnp.argmax(exceeded, axis=1),
+                   exceeded.shape[1])
+
+
+class FreeRunningErrors(NamedTuple):
+  """Errors of free-running forecasts of a batch of windows."""
+
+  mse: jax.Array  # (H,) per horizon step, as in HorizonErrors
+  mae: jax.Array  # (H,)
+  valid_steps: jax.Array | None  # (B,) valid prediction time; None untested
+
+
+def free_running_errors(
+    predict_fn: PredictFn,
+    params: Params,
+    contexts: jax.Array,
+    targets: jax.Array,
+    *,
+    vpt_threshold: float | None = None,
+    feedback: FeedbackFn | None = None,
+    feedback_len: int | None = None,
+) -> FreeRunningErrors:
+  """Forecasts every window free-running over the targets' horizon; scores it.
+
+  The evaluation of a forecaster that feeds its predictions back: a vmapped
+  :func:`free_running_rollout` of ``H = targets.shape[1]`` rows per context,
+  its :func:`horizon_errors` and, with ``vpt_threshold``, its
+  :func:`valid_prediction_time`.
+
+  Args:
+    predict_fn: ``predict_fn(params, state) -> (P_out, ...)`` for one state.
+    params: the forecaster's parameters.
+    contexts: ``(B, ...)`` initial states, one per window.
+    targets: ``(B, H, ...)`` the true rows following each context.
+    vpt_threshold: RMS error up to which a step counts as valid; None skips
+      the valid prediction time.
+    feedback: the state update, default :func:`shift_feedback`.
+    feedback_len: rows fed back per step, default ``min(24, P_out)``.
+
+  Returns:
+    :class:`FreeRunningErrors`.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> predict = lambda p, s: s[-1:] + p  # persistence with drift p
+    >>> contexts, targets = jnp.zeros((1, 3)), jnp.array([[1.0, 2.0, 2.0]])
+    >>> errors = free_running_errors(predict, 1.0, contexts, targets,
+    ...                              vpt_threshold=0.5)
+    >>> errors.mse, errors.valid_steps
+    (Array([0., 0., 1.], dtype=float32), Array([2], dtype=int32))
+  """
+  if len(tree_lib.shape_of(targets)) < 2:
+    raise ValueError(
+        f"targets must be (B, H, ...), got shape {tree_lib.shape_of(targets)}."
+    )
+  rollouts = jax.vmap(lambda c: free_running_rollout(
+      predict_fn, params, c, targets.shape[1], feedback=feedback,
+      feedback_len=feedback_len))(contexts)
+  errors = horizon_errors(rollouts, targets)
+  valid_steps = (None if vpt_threshold is None else
+                 valid_prediction_time(rollouts, targets, vpt_threshold))
+  return FreeRunningErrors(errors.mse, errors.mae, valid_steps)

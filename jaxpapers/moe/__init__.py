@@ -1,5 +1,6 @@
-"""Mixture-of-experts layers and routing (EMO: document-pooled routing)."""
+"""Mixture-of-experts layers, routing, expert subsets, diagnostics (EMO)."""
 
+from jaxpapers.moe.diagnostics import domain_mutual_information
 from jaxpapers.moe.dispatch import capacity_experts
 from jaxpapers.moe.dispatch import dropless_experts
 from jaxpapers.moe.dispatch import expert_capacity
@@ -11,6 +12,7 @@ from jaxpapers.moe.layer import MoEConfig
 from jaxpapers.moe.layer import moe_ffn_factory
 from jaxpapers.moe.losses import load_balance_loss
 from jaxpapers.moe.losses import router_z_loss
+from jaxpapers.moe.losses import training_loss
 from jaxpapers.moe.routing import check_segment_ids
 from jaxpapers.moe.routing import document_index
 from jaxpapers.moe.routing import draw_pool_sizes

@@ -17,14 +17,22 @@ gives exactly the unsharded loss.
 Router z-loss: ``L_z = mean_t logsumexp(z'_t)^2`` of the (pool-masked) routed
 logits.
 
+:func:`training_loss` is the whole pretraining objective of the authors' code
+(OLMo-core): next-token cross-entropy, an LM z-loss on the vocabulary logits,
+and both router losses averaged over the MoE layers.
+
 References:
   Fedus et al., "Switch Transformers", JMLR 2022; Muennighoff et al.,
   "OLMoE", 2024; Zoph et al., "ST-MoE", 2022 (z-loss); Wang et al., "EMO",
   arXiv:2605.06663, 2026.
 """
 
+from typing import Mapping
+
 import jax
 import jax.numpy as jnp
+
+from jaxpapers.models.transformer import next_token_loss
 
 
 def load_balance_loss(probs_BxLxE: jax.Array, experts_BxLxK: jax.Array, *,
@@ -75,3 +83,38 @@ def router_z_loss(logits_BxLxE: jax.Array) -> jax.Array:
   """
   lse = jax.nn.logsumexp(logits_BxLxE.astype(jnp.float32), axis=-1)
   return jnp.mean(lse ** 2)
+
+
+def training_loss(logits_BxLxV: jax.Array, targets_BxL: jax.Array,
+                  aux: Mapping[str, jax.Array], *, num_layers: int,
+                  lm_z_weight: float = 1e-5, load_balance_weight: float = 0.1,
+                  router_z_weight: float = 0.001
+                  ) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """The pretraining objective of EMO / OLMoE-style MoE language models.
+
+  ``CE + lm_z_weight * mean_t logsumexp(logits_t)^2 + (load_balance_weight /
+  layers) * sum_l L_lb + (router_z_weight / layers) * sum_l L_z``; the
+  default weights are those of the authors' code.
+
+  Args:
+    logits_BxLxV: the language model's next-token logits.
+    targets_BxL: the next tokens.
+    aux: ``load_balance`` and ``router_z`` summed over the MoE layers (as
+      :class:`jaxpapers.models.Transformer` returns them).
+    num_layers: the number of MoE layers the router losses are summed over.
+    lm_z_weight: weight of the LM z-loss.
+    load_balance_weight: weight of the layer-averaged load-balancing loss.
+    router_z_weight: weight of the layer-averaged router z-loss.
+
+  Returns:
+    ``(total, parts)``: the scalar loss, and ``ce`` (nats per token) with the
+    layer-averaged ``load_balance`` and ``router_z``.
+  """
+  ce = next_token_loss(logits_BxLxV, targets_BxL)
+  lm_z = jnp.mean(
+      jax.nn.logsumexp(logits_BxLxV.astype(jnp.float32), axis=-1) ** 2)
+  total = (ce + lm_z_weight * lm_z
+           + load_balance_weight / num_layers * aux["load_balance"]
+           + router_z_weight / num_layers * aux["router_z"])
+  return total, {"ce": ce, "load_balance": aux["load_balance"] / num_layers,
+                 "router_z": aux["router_z"] / num_layers}

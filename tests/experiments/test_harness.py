@@ -270,3 +270,28 @@ def test_paired_ratio_is_inconclusive_inside_its_spread():
   noisy = harness.paired_ratio([1.0, 1.5, 0.8, 1.4], [10.0, 10.0, 10.0, 10.0])
   assert noisy["low"] < 0.126 < noisy["high"]
   assert harness.at_most(noisy, 0.126) is None
+
+
+def _tensorboard_scalars(directory):
+  """(tag, step, value) of every scalar in the event files of ``directory``."""
+  from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
+  out = []
+  for name in sorted(os.listdir(directory)):
+    with open(os.path.join(directory, name), "rb") as f:
+      data = f.read()
+    offset = 0
+    while offset < len(data):  # TFRecord framing: length, crc, payload, crc
+      length = int.from_bytes(data[offset:offset + 8], "little")
+      event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
+      offset += 16 + length
+      out += [(v.tag, event.step, v.simple_value) for v in event.summary.value]
+  return out
+
+
+def test_metrics_also_go_to_tensorboard_and_resume_purges(workdir):
+  init = {"w": jnp.zeros(1)}
+  workdir.train("tb", init, _counting_chunk([]), num_steps=30,
+                checkpoint_every=10)
+  directory = os.path.join(workdir.path, "tensorboard", "tb")
+  assert _tensorboard_scalars(directory) == [("w", 10, 1.0), ("w", 20, 2.0),
+                                             ("w", 30, 3.0)]

@@ -282,6 +282,64 @@ def test_horizon_errors_match_numpy():
   assert np.isnan(errors.mse[2]) and np.isfinite(errors.mse[1])
 
 
+
+def _numpy_valid_steps(pred, truth, threshold):
+  """Reference: walk each window's steps until the channel-RMS error is too big."""
+  out = []
+  for window_pred, window_truth in zip(pred, truth):
+    steps = 0
+    for row_pred, row_truth in zip(window_pred, window_truth):
+      if np.sqrt(np.mean((row_pred - row_truth) ** 2)) > threshold:
+        break
+      steps += 1
+    out.append(steps)
+  return np.array(out)
+
+
+def test_valid_prediction_time_matches_numpy():
+  rng = np.random.default_rng(1)
+  # Errors that grow along the horizon, as a diverging rollout's do.
+  truth = rng.normal(size=(16, 12, 3)).astype(np.float32)
+  growth = np.linspace(0.05, 1.5, 12)[None, :, None]
+  pred = truth + growth * rng.normal(size=truth.shape).astype(np.float32)
+  pred[0] = truth[0]  # never exceeds: valid for the whole horizon
+  pred[1, 0] = truth[1, 0] + 10.0  # invalid from the first step
+  steps = losses.valid_prediction_time(jnp.asarray(pred), jnp.asarray(truth),
+                                       0.4)
+  expected = _numpy_valid_steps(pred, truth, 0.4)
+  np.testing.assert_array_equal(steps, expected)
+  assert expected[0] == 12 and expected[1] == 0
+  assert 0 < expected[2:].mean() < 12  # the draw exercises the middle too
+
+
+def test_free_running_errors_match_a_numpy_rollout():
+  """An AR(2) forecaster rolled out by hand in numpy, scored by hand."""
+  coefficients = np.array([0.3, 0.6], np.float32)  # weights of x_{t-1}, x_t
+  predict = lambda a, s: (s[-2:] @ a)[None]  # (L,) -> (1,)
+  rng = np.random.default_rng(2)
+  contexts = rng.normal(size=(5, 4)).astype(np.float32)
+  truths = rng.normal(size=(5, 7)).astype(np.float32)
+  rollouts = np.zeros_like(truths)
+  for i, context in enumerate(contexts):
+    history = list(context)
+    for h in range(7):
+      history.append(np.float32(history[-2:] @ coefficients))
+      rollouts[i, h] = history[-1]
+  errors = losses.free_running_errors(
+      predict, jnp.asarray(coefficients), jnp.asarray(contexts),
+      jnp.asarray(truths), vpt_threshold=0.8)
+  np.testing.assert_allclose(errors.mse, ((rollouts - truths) ** 2).mean(0),
+                             rtol=1e-5)
+  np.testing.assert_allclose(errors.mae, np.abs(rollouts - truths).mean(0),
+                             rtol=1e-5)
+  np.testing.assert_array_equal(
+      errors.valid_steps, _numpy_valid_steps(rollouts[..., None],
+                                             truths[..., None], 0.8))
+  assert losses.free_running_errors(
+      predict, jnp.asarray(coefficients), jnp.asarray(contexts),
+      jnp.asarray(truths)).valid_steps is None
+
+
 def _slot_mismatch_feedback(state, block):
   return state.at[-1:, 0].set(block[:, 0])  # room for one row only
 
@@ -320,6 +378,11 @@ def test_rollout_and_metric_shape_errors():
     losses.free_running_rollout(_linear, None, jnp.zeros((L, C)), 0)
   with pytest.raises(ValueError, match="targets must have the shape"):
     losses.horizon_errors(jnp.zeros((2, 3)), jnp.zeros((2, 4)))
+  with pytest.raises(ValueError, match="targets must have the shape"):
+    losses.valid_prediction_time(jnp.zeros((2, 3)), jnp.zeros((2, 4)), 0.4)
+  with pytest.raises(ValueError, match=r"targets must be \(B, H, ...\)"):
+    losses.free_running_errors(_linear, None, jnp.zeros((2, L, C)),
+                               jnp.zeros((2,)))
   with pytest.raises(ValueError, match="context must be one example's state"):
     losses.rollout_consistency(lambda p, s: s[None], None, jnp.float32(1.0),
                                jnp.zeros((1,)))

@@ -5,6 +5,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxpapers import moe
 
@@ -77,3 +78,19 @@ def test_z_loss_is_mean_squared_logsumexp_over_the_pool():
   np.testing.assert_allclose(moe.router_z_loss(masked), expected, rtol=1e-5)
   grad = jax.grad(moe.router_z_loss)(masked)
   assert np.all(grad[..., 1] == 0) and np.all(np.isfinite(grad))
+
+
+def test_training_loss_adds_the_weighted_parts():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(2, 5, 7)) * 3
+  targets = rng.integers(0, 7, size=(2, 5))
+  aux = {"load_balance": jnp.float32(2.4), "router_z": jnp.float32(6.0)}
+  total, parts = moe.training_loss(jnp.asarray(logits, jnp.float32),
+                                   jnp.asarray(targets), aux, num_layers=2)
+  log_z = np.log(np.exp(logits).sum(-1))
+  ce = np.mean(log_z - np.take_along_axis(logits, targets[..., None], -1)[..., 0])
+  expected = ce + 1e-5 * np.mean(log_z ** 2) + 0.1 * 1.2 + 0.001 * 3.0
+  assert float(parts["ce"]) == pytest.approx(ce, rel=1e-5)
+  assert float(parts["load_balance"]) == pytest.approx(1.2)
+  assert float(parts["router_z"]) == pytest.approx(3.0)
+  assert float(total) == pytest.approx(expected, rel=1e-5)
