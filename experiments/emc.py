@@ -58,7 +58,6 @@ PAPER_MEMORY_CUT = 0.924
 # by at most this much (about two standard errors over 3 seeds here).
 ACCURACY_TOLERANCE = 0.01
 FORGETTING_TOLERANCE = 0.02
-GRADIENT_BASELINES = ("direct", "tent", "gcal")
 TIMING_REPEATS = 3
 SCALARS = ("average_performance", "forgetting", "seconds_per_domain",
            "peak_bytes", "temp_bytes")
@@ -81,14 +80,8 @@ def all_methods(config: ml_collections.ConfigDict, num_targets: int
       "direct": baselines.im_adaptation(epochs=epochs),
       "gcal": generative_memory.generative_memory(epochs=epochs,
                                                   capacity=num_targets),
-      "emc": emc.adapter(),
-      "emc_coral": emc.adapter(predict="coral"),
-      "emc_bn": emc.adapter(predict="bn"),
-      "emc_im_replay": emc.adapter(adapt="im_replay"),
-      "emc_evolve_none": emc.adapter(evolve="none"),
-      "emc_evolve_drift": emc.adapter(evolve="drift"),
-      "emc_evolve_transition": emc.adapter(evolve="transition"),
-      "t3a": emc.adapter(evolve="none", lam=0.0),  # prototypes, no evolution
+      **{name: emc.adapter(**options)
+         for name, options in emc.VARIANTS.items()},
   }
 
 
@@ -117,34 +110,12 @@ def fit_source_model(config, workdir, padded, name, seed) -> gcn.GCN:
                        num_steps=1, checkpoint_every=1).state
 
 
-def compiled_update(cache, method_name, update_fn, state, graph):
-  """The ahead-of-time compiled update and its footprint, cached per signature."""
-  signature = (method_name, jax.tree.structure((state, graph)),
-               tuple((x.shape, x.dtype) for x in jax.tree.leaves((state, graph))))
-  if signature not in cache:
-    compiled = jax.jit(update_fn).lower(state, graph).compile()
-    cache[signature] = compiled, profiling.compiled_footprint(compiled)
-  return cache[signature]
-
-
-def adapt(method_name, method, model, padded, seed, cache):
-  """Runs a method through a sequence, keeping its states and compiled steps.
-
-  Returns the state after each domain (0: the source) and, per target
-  domain, ``(compiled update, footprint, state before, graph)``.
-  """
+def adapt(method, model, padded, seed, cache) -> tta.AdaptationRun:
+  """A method through one seed's padded sequence (its init key: 1000 + seed)."""
   source = padded.sequences[seed].domains[0]
-  states = [method.init(model, padded.graphs[seed][0],
-                        padded.node_array(source.labels),
-                        padded.node_array(source.train_mask),
-                        jax.random.key(1000 + seed))]
-  steps = []
-  for graph in padded.graphs[seed][1:]:
-    update, footprint = compiled_update(cache, method_name, method.update,
-                                        states[-1], graph)
-    steps.append((update, footprint, states[-1], graph))
-    states.append(update(states[-1], graph))
-  return states, steps
+  return tta.adapt_sequence(
+      method, model, padded.graphs[seed], padded.node_array(source.labels),
+      padded.node_array(source.train_mask), jax.random.key(1000 + seed), cache)
 
 
 def run_method(workdir, padded, name, seed, method_name, method, model, cache):
@@ -153,31 +124,21 @@ def run_method(workdir, padded, name, seed, method_name, method, model, cache):
   A finished method is read back; an unfinished one is redone (it is
   deterministic).
   """
-  graphs_, domains = padded.graphs[seed], padded.sequences[seed].domains
-  labels = [padded.node_array(d.labels) for d in domains]
-  masks = [padded.node_array(d.test_mask) for d in domains]
-
-  def row(state, i):
-    return [float(_accuracy(method.predict(state, graphs_[j]), labels[j], masks[j]))
-            for j in range(i + 1)]
+  domains = padded.sequences[seed].domains
 
   def compute():
-    states, steps = adapt(method_name, method, model, padded, seed, cache)
-    records = [{"step": 0, "row": row(states[0], 0)}]
-    for i, (update, footprint, before, graph) in enumerate(steps, start=1):
-      # Updates are pure: time a warm-up call and the best of TIMING_REPEATS
-      # (a single call on a shared CPU is mostly noise).
-      seconds = profiling.time_jitted(update, before, graph,
-                                      repeats=TIMING_REPEATS)
-      records.append({"step": i, "row": row(states[i], i),
-                      "update_seconds": seconds, **footprint})
-    return records
+    run = adapt(method, model, padded, seed, cache)
+    rows = run.accuracy_rows(_accuracy,
+                             [padded.node_array(d.labels) for d in domains],
+                             [padded.node_array(d.test_mask) for d in domains])
+    # Time a warm-up call and the best of TIMING_REPEATS (a single call on a
+    # shared CPU is mostly noise).
+    costs = [{"update_seconds": seconds, **footprint} for seconds, footprint
+             in zip(run.update_seconds(TIMING_REPEATS), run.footprints)]
+    return [{"step": i, "row": row, **cost}
+            for i, (row, cost) in enumerate(zip(rows, [{}] + costs))]
 
   return workdir.stage(f"{name}_seed{seed}_{method_name}", compute)
-
-
-def apply_each(steps):
-  return [update(state, graph) for update, _, state, graph in steps]
 
 
 def measure_time_ratio(workdir, config, padded, name, methods, model, cache):
@@ -187,13 +148,14 @@ def measure_time_ratio(workdir, config, padded, name, methods, model, cache):
   domain of the first seed (each from that method's state before the
   domain); :func:`harness.paired_ratio` summarises the per-round ratios.
   """
-  seed, num_targets = config.seeds[0], len(padded.graphs[config.seeds[0]]) - 1
+  seed = config.seeds[0]
 
   def compute():
-    calls = {m: (apply_each, (adapt(m, methods[m], model, padded, seed,
-                                    cache)[1],)) for m in ("emc", "gcal")}
+    replays = {m: (adapt(methods[m], model, padded, seed, cache).replay, ())
+               for m in ("emc", "gcal")}
     seconds = profiling.alternating_seconds(
-        calls, rounds=config.timing_rounds, repeats=TIMING_REPEATS)
+        replays, rounds=config.timing_rounds, repeats=TIMING_REPEATS)
+    num_targets = len(padded.graphs[seed]) - 1
     return {**harness.paired_ratio(seconds["emc"], seconds["gcal"]),
             "seconds_per_domain": {m: float(np.median(s)) / num_targets
                                    for m, s in seconds.items()}}
@@ -202,20 +164,14 @@ def measure_time_ratio(workdir, config, padded, name, methods, model, cache):
 
 
 def summarize(records) -> dict[str, Any]:
-  r = np.full((len(records), len(records)), np.nan)  # the accuracy matrix
-  for rec in records:
-    r[rec["step"], : len(rec["row"])] = rec["row"]
-  steps = [rec for rec in records if rec["step"] > 0]
-  return {
-      "R": r.tolist(),
-      "average_performance": tta.average_performance(r),
-      "forgetting": tta.forgetting(r),
-      "diagonal": np.diag(r).tolist(),
-      "ap_curve": [tta.average_performance(r, i) for i in range(r.shape[0])],
-      "seconds_per_domain": float(np.mean([s["update_seconds"] for s in steps])),
-      "peak_bytes": float(max(s["peak_bytes"] for s in steps)),
-      "temp_bytes": float(max(s["temp_bytes"] for s in steps)),
-  }
+  """One seed's R, its metrics, mean update time and largest footprints."""
+  r = tta.accuracy_matrix([rec["row"] for rec in records])
+  targets = records[1:]
+  return {"R": r.tolist(), **tta.continual_metrics(r),
+          "seconds_per_domain": float(np.mean(
+              [t["update_seconds"] for t in targets])),
+          "peak_bytes": float(max(t["peak_bytes"] for t in targets)),
+          "temp_bytes": float(max(t["temp_bytes"] for t in targets))}
 
 
 def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
@@ -239,7 +195,7 @@ def evaluate_claim(summary, time_ratios) -> list[dict[str, Any]]:
     if "emc" not in methods:
       continue
     ours = methods["emc"]
-    for other in ("frozen",) + GRADIENT_BASELINES:
+    for other in ("frozen", "direct", "tent", "gcal"):
       if other in methods:
         theirs = methods[other]["average_performance"]
         checks.append(harness.check(
@@ -283,41 +239,34 @@ def time_check(name, ratio):
 
 def plot_sequences(workdir, summary):
   """F1: accuracy on the newest domain R[i][i] and AP_i over the sequence."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(2, len(summary), squeeze=False,
-                           figsize=(5 * len(summary), 7), sharex="col")
+  fig, axes = harness.panels(2, len(summary), size=(5, 3.3), sharex="col")
   for col, (name, methods) in enumerate(summary.items()):
-    for k, (method, s) in enumerate(methods.items()):
-      for row, key in enumerate(("diagonal", "ap_curve")):
-        mean, ax = np.asarray(s[key]), axes[row, col]
+    for ax, key in zip(axes[:, col], ("diagonal", "ap_curve")):
+      for k, (method, s) in enumerate(methods.items()):
+        mean, se = np.asarray(s[key]), s[key + "_se"]
         steps = np.arange(mean.size)
         ax.plot(steps, mean, color=f"C{k % 10}", ls="-" if k < 10 else "--",
-                lw=2.2 if method == "emc" else 1.1,
-                label=method if row == col == 0 else None)
-        if s.get(key + "_se") is not None:
-          se = np.asarray(s[key + "_se"])
+                lw=2.2 if method == "emc" else 1.1, label=method)
+        if se is not None:
           ax.fill_between(steps, mean - se, mean + se, color=f"C{k % 10}",
                           alpha=0.12)
-        ax.set_xticks(steps)
+      ax.set_xticks(steps)
     axes[0, col].set_title(name)
     axes[1, col].set_xlabel("domain i (0 = source test split)")
   axes[0, 0].set_ylabel("accuracy on domain i, R[i][i]")
   axes[1, 0].set_ylabel("average performance AP_i (accuracy)")
-  fig.legend(loc="lower center", ncol=6, fontsize=8)
-  fig.suptitle("EMC (thick) should at least match the baselines' accuracy"
-               " over the drifting domains (mean +- s.e. over seeds)")
-  fig.tight_layout(rect=(0, 0.07, 1, 0.96))
-  return workdir.save_figure(fig, "accuracy_over_sequence")
+  return workdir.save_figure(
+      fig, "accuracy_over_sequence", title="EMC (thick) should at least match"
+      " the baselines' accuracy over the drifting domains (mean +- s.e. over"
+      " seeds)")
 
 
 def plot_matrices(workdir, summary, methods=("emc", "direct", "gcal", "tent")):
   """F2: heat-maps of the accuracy matrix R (mean over seeds)."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   shown = [m for m in methods if all(m in s for s in summary.values())]
   if not shown:
     return None
-  fig, axes = plt.subplots(len(summary), len(shown), squeeze=False,
-                           figsize=(3.2 * len(shown), 3.0 * len(summary) + 0.6))
+  fig, axes = harness.panels(len(summary), len(shown), size=(3.2, 3.0))
   for i, (name, by_method) in enumerate(summary.items()):
     for j, method in enumerate(shown):
       r = np.ma.masked_invalid(np.asarray(by_method[method]["R"]))
@@ -325,36 +274,33 @@ def plot_matrices(workdir, summary, methods=("emc", "direct", "gcal", "tent")):
       axes[i, j].set_title(f"{name}: {method}", fontsize=9)
       axes[i, j].set_xlabel("evaluated domain j")
     axes[i, 0].set_ylabel("after adapting to domain i")
-  fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6,
+  # One scale (0-1) for every panel; an inset keeps the grid tight_layout-able.
+  fig.colorbar(image, cax=axes[0, -1].inset_axes([1.08, 0.0, 0.06, 1.0]),
                label="accuracy R[i][j]")
-  fig.suptitle("Accuracy matrices (mean over seeds): EMC should keep earlier"
-               " domains (columns) as it adapts (rows)")
-  return workdir.save_figure(fig, "accuracy_matrices")
+  return workdir.save_figure(
+      fig, "accuracy_matrices", title="Accuracy matrices (mean over seeds):"
+      " EMC should keep earlier domains (columns) as it adapts (rows)")
 
 
 def plot_costs(workdir, summary):
   """F3: per-domain adaptation time and compiled peak memory per method."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+  fig, axes = harness.panels(1, 2, size=(5.5, 4.0))
   width = 0.8 / len(summary)
   for k, (name, by_method) in enumerate(summary.items()):
     x = np.arange(len(by_method))
-    for ax, key, scale in ((axes[0], "seconds_per_domain", 1e3),
-                           (axes[1], "peak_bytes", 1 / 2**20)):
+    for ax, key, scale in ((axes[0, 0], "seconds_per_domain", 1e3),
+                           (axes[0, 1], "peak_bytes", 1 / 2**20)):
       ax.bar(x + k * width, [s[key] * scale for s in by_method.values()],
              width, yerr=[(s[key + "_se"] or 0) * scale
-                          for s in by_method.values()],
-             label=name if ax is axes[0] else None)
+                          for s in by_method.values()], label=name)
       ax.set_xticks(x + 0.4 - width / 2, list(by_method), rotation=60,
                     ha="right", fontsize=7)
       ax.set_yscale("log")
-  axes[0].set_ylabel("adaptation time per domain (ms)")
-  axes[1].set_ylabel("compiled peak memory of the update (MiB)")
-  fig.legend(loc="upper right", fontsize=8)
-  fig.suptitle("EMC should cut time and memory sharply against GCAL-style"
-               " (paper: -87.4% time, -92.4% memory)")
-  fig.tight_layout(rect=(0, 0, 0.93, 0.94))
-  return workdir.save_figure(fig, "cost_per_domain")
+  axes[0, 0].set_ylabel("adaptation time per domain (ms)")
+  axes[0, 1].set_ylabel("compiled peak memory of the update (MiB)")
+  return workdir.save_figure(
+      fig, "cost_per_domain", title="EMC should cut time and memory sharply"
+      " against GCAL-style (paper: -87.4% time, -92.4% memory)")
 
 
 def result_rows(summary, time_ratios, num_seeds):
@@ -425,7 +371,8 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   timed = {"emc", "gcal"} <= set(config.methods)
   workdir.plan(len(config.sequences)
                * (len(config.seeds) * (1 + len(config.methods)) + timed))
-  summary, time_ratios, provenance, cache = {}, {}, {}, {}
+  summary, time_ratios, provenance = {}, {}, {}
+  cache = profiling.CompiledCache()  # one compile per method and shape
   for name in config.sequences:
     sequences = {seed: SEQUENCES[name](seed=seed, **config[name].to_dict())
                  for seed in config.seeds}
@@ -437,9 +384,8 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
     for seed in config.seeds:
       model = fit_source_model(config, workdir, padded, name, seed)
       for method_name, method in methods.items():
-        records = run_method(workdir, padded, name, seed, method_name, method,
-                             model, cache)
-        per_method[method_name].append(summarize(records))
+        per_method[method_name].append(summarize(run_method(
+            workdir, padded, name, seed, method_name, method, model, cache)))
       if timed and seed == config.seeds[0]:
         time_ratios[name] = measure_time_ratio(workdir, config, padded, name,
                                                methods, model, cache)
@@ -466,11 +412,10 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
 
 
 def validate(config):
-  known = sorted(all_methods(config, num_targets=1))
-  if not set(config.methods) <= set(known):
-    raise ValueError(f"methods {config.methods}: known are {known}.")
-  if not set(config.sequences) <= set(SEQUENCES):
-    raise ValueError(f"sequences {config.sequences}: known are csbm, digits.")
+  for field, known in (("methods", all_methods(config, num_targets=1)),
+                       ("sequences", SEQUENCES)):
+    if not set(config[field]) <= set(known):
+      raise ValueError(f"{field} {config[field]}: known are {sorted(known)}.")
   if config.timing_rounds < 1:
     raise ValueError(f"timing_rounds must be >= 1; got {config.timing_rounds}.")
 

@@ -4,14 +4,16 @@ The pieces an LM experiment needs besides its optimizer: the corpus (pydoc
 topics prose and standard-library source, a fixed document split), the
 shared :class:`jaxpapers.models.Transformer` viewed as a pure function of a
 dict of params, a warmup-stable-decay schedule, Muon's split of those params,
-an :class:`Optimizer` record for wrappers that hold more than the params,
-fixed validation windows, a ``lax.scan`` chunk of training steps whose
+an :class:`Optimizer` record for wrappers that hold more than the params
+(:func:`lookahead`, :func:`schedule_free`), fixed validation windows and a
+jitted validation loss, a ``lax.scan`` chunk of training steps whose
 batches are pure functions of ``(data_key, step)``, so a resumed run sees the
 same batches, and the steps a loss curve takes to reach a target. Any
 ``ffn_factory`` (e.g. a mixture of experts) plugs in; its auxiliary outputs
 are averaged over the chunk.
 """
 
+import dataclasses
 import functools
 from typing import Any, Callable, NamedTuple
 
@@ -32,7 +34,7 @@ class Corpus(NamedTuple):
 
   def arrays(self, num_valid_windows: int, length: int
              ) -> tuple[jax.Array, jax.Array]:
-    """The training tokens on device and :func:`validation_windows` of ``valid``."""
+    """Training tokens on device and :func:`validation_windows` of ``valid``."""
     return (jnp.asarray(self.train),
             validation_windows(self.valid, num_valid_windows, length))
 
@@ -85,6 +87,16 @@ class LanguageModel:
     logits, aux = self.apply(params, windows_BxL1[:, :-1])
     return models.next_token_loss(logits, windows_BxL1[:, 1:]), aux
 
+  def metadata(self) -> dict[str, Any]:
+    """What a report says about the model: architecture, sizes, parameters."""
+    ffn = ("GELU MLP" if self._ffn_factory is models.dense_ffn else
+           getattr(self._ffn_factory, "__name__", "custom FFN"))
+    return {"architecture": "decoder-only transformer (jaxpapers.models."
+                            "Transformer): pre-norm RMSNorm, learned positions,"
+                            f" tied embeddings, {ffn}",
+            "config": dataclasses.asdict(self.config),
+            "num_params": sum(x.size for x in jax.tree.leaves(self.init(0)))}
+
 
 def wsd_schedule(peak: float, *, num_steps: int, warmup_steps: int,
                  decay_start: int) -> optax.Schedule:
@@ -129,6 +141,21 @@ class Optimizer(NamedTuple):
   gradient_point: Callable[[Any], Any] = lambda held: held
 
 
+def lookahead(fast: optax.GradientTransformation, sync_period: int,
+              slow_step_size: float) -> Optimizer:
+  """``optax.lookahead``: gradients at the fast weights, validation at the slow."""
+  return Optimizer(optax.lookahead(fast, sync_period, slow_step_size),
+                   eval_params=lambda held, opt_state: held.slow,
+                   wrap_params=optax.LookaheadParams.init_synced,
+                   gradient_point=lambda held: held.fast)
+
+
+def schedule_free(tx: optax.GradientTransformation) -> Optimizer:
+  """A schedule-free optax optimizer (e.g. ``schedule_free_adamw``), validated at x."""
+  return Optimizer(tx, eval_params=lambda held, opt_state: (
+      optax.contrib.schedule_free_eval_params(opt_state, held)))
+
+
 def validation_windows(tokens: np.ndarray, num_windows: int, length: int,
                        seed: int = 0) -> jax.Array:
   """A fixed set of ``(num_windows, length + 1)`` windows (shared by all runs)."""
@@ -136,9 +163,13 @@ def validation_windows(tokens: np.ndarray, num_windows: int, length: int,
                              num_windows, length)
 
 
+@functools.partial(jax.jit, static_argnames=("model", "batch_size"))
 def mean_loss(model: LanguageModel, params, windows: jax.Array,
               batch_size: int) -> jax.Array:
-  """Mean loss over ``windows``, ``batch_size`` at a time (a multiple of it)."""
+  """Mean loss over ``windows``, ``batch_size`` at a time (a multiple of it).
+
+  Jitted with the model static: one compile per model and window shape.
+  """
   num = windows.shape[0]
   if num % batch_size:
     raise ValueError(
@@ -150,7 +181,7 @@ def mean_loss(model: LanguageModel, params, windows: jax.Array,
 
 def train_chunk(
     objective: Callable[[Any, jax.Array], tuple[jax.Array, dict[str, Any]]],
-    tx: optax.GradientTransformation,
+    optimizer: Optimizer,
     opt_params: Any,
     opt_state: optax.OptState,
     tokens: jax.Array,
@@ -160,13 +191,12 @@ def train_chunk(
     num_steps: int,
     batch_size: int,
     length: int,
-    gradient_point: Callable[[Any], Any] = lambda p: p,
 ):
   """``num_steps`` optimizer steps; returns (opt_params, opt_state, mean loss, mean aux).
 
-  Batch ``t`` is drawn from ``fold_in(data_key, t)``. ``gradient_point`` maps
-  what the optimizer holds to the params the gradient is taken at (e.g. the
-  fast weights of ``optax.lookahead``).
+  Batch ``t`` is drawn from ``fold_in(data_key, t)``; the gradient is taken
+  at ``optimizer.gradient_point`` of what the optimizer holds (e.g. the fast
+  weights of ``optax.lookahead``).
   """
 
   def step(carry, t):
@@ -174,8 +204,8 @@ def train_chunk(
     windows = text.sample_windows(jax.random.fold_in(data_key, t), tokens,
                                   batch_size, length)
     (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(
-        gradient_point(opt_params), windows)
-    updates, opt_state = tx.update(grads, opt_state, opt_params)
+        optimizer.gradient_point(opt_params), windows)
+    updates, opt_state = optimizer.tx.update(grads, opt_state, opt_params)
     return (optax.apply_updates(opt_params, updates), opt_state), (loss, aux)
 
   steps = first_step + jnp.arange(num_steps, dtype=jnp.int32)

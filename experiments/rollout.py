@@ -1,19 +1,13 @@
 r"""Rollout consistency at CPU scale: does the JVP penalty tame free running?
 
-The method is our reconstruction from the abstract of a 2026 preprint whose
-text was not located; ``docs/rollout_consistency.md`` says what is whose.
-For every series and forecaster of the config, trains one-step models with
-teacher forcing (TF, lambda = 0), with TF + lambda * L_JVP
-(:func:`jaxpapers.losses.rollout_consistency`) for each lambda of the sweep,
-and with k-step unrolling (backpropagation through
-:func:`jaxpapers.losses.free_running_rollout`, the expensive baseline), then
-measures free-running error on the last 20% of each series at several
-horizons. Runs of one (series, model, method) train together under
-``jax.vmap`` over (lambda, seed); runs of one seed share their initialisation
-and every mini-batch, so TF and penalty runs are paired. lambda is chosen per
-(series, model) on validation MSE at the middle horizon; the report checks
-that the penalty lowers TF's longest-horizon test error at a similar one-step
-error. ``python -m benchmarks.rollout`` measures the cost side of the claim."""
+Method and protocol are our reconstruction from the abstract of a 2026
+preprint whose text was not located (``docs/rollout_consistency.md``).
+Forecasters train with teacher forcing (TF), TF + lambda * L_JVP and k-step
+unrolling (:mod:`jaxpapers.losses`); free-running errors on the last 20% of
+each series decide the claim. Runs of one (series, model, method) train
+together under ``jax.vmap``; runs of one seed share their initialisation and
+mini-batches, so TF and penalty runs pair up. ``python -m benchmarks.rollout``
+measures the cost side."""
 
 import functools
 from typing import Any, NamedTuple
@@ -28,8 +22,7 @@ import optax
 from experiments import harness
 from jaxpapers import data as data_lib
 from jaxpapers import losses
-from jaxpapers.models.forecasters import DLinear
-from jaxpapers.models.forecasters import MLPForecaster
+from jaxpapers import models
 
 PAPER = {"title": "Local rollout consistency for time-series forecasters (2026"
                   " preprint; paper text not located, method reconstructed"
@@ -39,8 +32,7 @@ CLAIM = (
     "Adding lambda * ||J_f(s+) delta||^2 (the Jacobian of the forecaster along"
     " its own fed-back residual) to teacher-forced training lowers"
     " long-horizon free-running error relative to teacher forcing, at similar"
-    " one-step error and a fraction of k-step unrolled training's cost."
-)
+    " one-step error and a fraction of k-step unrolled training's cost.")
 PAPER_RESULTS = [
     harness.paper_result(
         "abstract", "Experiments on time series forecasting tasks show that"
@@ -64,7 +56,6 @@ class TrainState(NamedTuple):
 class Task(NamedTuple):
   """One series, cut into train / validation / test windows."""
 
-  name: str
   provenance: str
   lookback: int
   channels: int
@@ -92,111 +83,83 @@ def load_task(name: str, config: ml_collections.ConfigDict) -> Task:
             else data_lib.load_series(name))
   split = data_lib.chronological_split(series.values)
   horizons, lookback = tuple(task_config.horizons), task_config.lookback
-  windows = functools.partial(data_lib.sliding_windows, split.values, lookback)
-  train = windows(max(config.unroll_ks, default=1), stop=split.train_end)
-  val = windows(horizons[len(horizons) // 2], start=split.train_end,
-                stop=split.val_end)
-  test = windows(max(horizons), start=split.val_end,
-                 stride=task_config.test_stride)
+  train = split.windows("train", lookback, max(config.unroll_ks, default=1))
+  val = split.windows("val", lookback, horizons[len(horizons) // 2])
+  test = split.windows("test", lookback, max(horizons),
+                       stride=task_config.test_stride)
   provenance = (f"{series.provenance}; split 70/10/20 in time, z-normalised"
                 f" with training statistics; lookback {lookback}; windows"
                 f" train/val/test = {len(train[0])}/{len(val[0])}/{len(test[0])}")
-  return Task(name, provenance, lookback, split.values.shape[1], horizons,
+  return Task(provenance, lookback, split.values.shape[1], horizons,
               train, val, test)
 
 
-def make_model(name: str, task: Task, config, rngs: nnx.Rngs) -> nnx.Module:
+def make_model(name: str, task: Task, config, key: jax.Array) -> nnx.Module:
+  rngs = nnx.Rngs(params=key)
   if name == "dlinear":
-    return DLinear(task.lookback, task.channels, 1,
-                   moving_average=config.model.moving_average, rngs=rngs)
+    return models.DLinear(task.lookback, task.channels, 1,
+                          moving_average=config.model.moving_average,
+                          rngs=rngs)
   if name == "mlp":
-    return MLPForecaster(task.lookback, task.channels, 1,
-                         hidden=tuple(config.model.hidden), rngs=rngs)
+    return models.MLPForecaster(task.lookback, task.channels, 1,
+                                hidden=tuple(config.model.hidden), rngs=rngs)
   raise ValueError(f"unknown model {name!r}; expected 'dlinear' or 'mlp'.")
 
 
 def groups_for(dataset: str, model: str, config) -> list[Group]:
-  seeds = tuple(config.seeds)
-  lams = (0.0,) + tuple(config.lams)
-  groups = [Group(f"{dataset}_{model}_penalty", dataset, model, "penalty", 0,
-                  tuple(lam for lam in lams for _ in seeds), seeds * len(lams))]
-  for k in config.unroll_ks:
-    groups.append(Group(f"{dataset}_{model}_unroll{k}", dataset, model,
-                        "unroll", k, (0.0,) * len(seeds), seeds))
-  return groups
+  seeds, lams = tuple(config.seeds), (0.0,) + tuple(config.lams)
+  return [Group(f"{dataset}_{model}_penalty", dataset, model, "penalty", 0,
+                tuple(lam for lam in lams for _ in seeds), seeds * len(lams))
+          ] + [Group(f"{dataset}_{model}_unroll{k}", dataset, model, "unroll",
+                     k, (0.0,) * len(seeds), seeds) for k in config.unroll_ks]
 
 
 def _optimizer(config):
-  return optax.chain(
-      optax.clip_by_global_norm(config.train.clip_norm),
-      optax.adamw(config.train.learning_rate,
-                  weight_decay=config.train.weight_decay),
-  )
+  return optax.chain(optax.clip_by_global_norm(config.train.clip_norm),
+                     optax.adamw(config.train.learning_rate,
+                                 weight_decay=config.train.weight_decay))
 
 
 def init_group(group: Group, task: Task, config):
-  """``(graphdef, state, data_keys)``: the fresh state of the group's members.
+  """``(graphdef, state, data_keys)``: the members' fresh stacked TrainState.
 
-  ``state`` (a :class:`TrainState`) holds parameters and optimizer states
-  stacked over the members; each member's initialisation and its data key
-  (for :func:`make_train_chunk`) are pure functions of its seed.
+  Each member's initialisation and data key are pure functions of its seed.
   """
-  keys = [jax.random.split(jax.random.key(s)) for s in group.seeds]
-  init_keys, data_keys = (jnp.stack([k[0] for k in keys]),
-                          jnp.stack([k[1] for k in keys]))
-  make = lambda key: make_model(group.model, task, config,
-                                nnx.Rngs(params=key))
+  init_keys, data_keys = jnp.stack(
+      [jax.random.split(jax.random.key(s)) for s in group.seeds], axis=1)
+  make = lambda key: make_model(group.model, task, config, key)
   graphdef = nnx.graphdef(nnx.eval_shape(lambda: make(init_keys[0])))
   params = jax.vmap(lambda key: nnx.state(make(key), nnx.Param))(init_keys)
-  state = TrainState(jnp.int32(0), params,
-                     jax.vmap(_optimizer(config).init)(params))
-  return graphdef, state, data_keys
+  opt_state = jax.vmap(_optimizer(config).init)(params)
+  return graphdef, TrainState(jnp.int32(0), params, opt_state), data_keys
 
 
 def _predict_fn(graphdef):
   return lambda params, window: nnx.merge(graphdef, params)(window)
 
 
-def _loss_fn(group: Group, predict):
-  """``loss(params, lam, contexts, truths) -> (loss, (task, penalty))`` of one run."""
-  if group.method == "penalty":
-    def loss(params, lam, contexts, truths):
-      targets = truths[:, :1]
-      predictions = jax.vmap(predict, (None, 0))(params, contexts)
-      task_loss = jnp.mean(jnp.square(predictions - targets))
-      penalty = jnp.mean(jax.vmap(
-          lambda c, t: losses.rollout_consistency(predict, params, c, t)
-      )(contexts, targets))
-      return task_loss + lam * penalty, (task_loss, penalty)
-    return loss
-
-  k = group.unroll_k
-
-  def unrolled(params, lam, contexts, truths):
-    del lam
-    rollouts = jax.vmap(
-        lambda c: losses.free_running_rollout(predict, params, c, k))(contexts)
-    task_loss = jnp.mean(jnp.square(rollouts - truths[:, :k]))
-    return task_loss, (task_loss, jnp.zeros_like(task_loss))
-  return unrolled
-
-
 def make_train_chunk(group: Group, graphdef, config):
   """Jitted ``log_every`` steps of every member; batch t = f(data key, t)."""
-  loss_fn = _loss_fn(group, _predict_fn(graphdef))
-  tx = _optimizer(config)
+  predict, tx = _predict_fn(graphdef), _optimizer(config)
   batch_size, num_steps = config.train.batch_size, config.log_every
 
+  def loss_fn(params, lam, contexts, truths):
+    """``(loss, (task_loss, penalty))``; unrolled runs ignore ``lam``."""
+    if group.method == "penalty":
+      return losses.teacher_forcing_loss(predict, params, contexts,
+                                         truths[:, :1], lam)
+    task_loss = losses.unrolled_loss(predict, params, contexts,
+                                     truths[:, :group.unroll_k])
+    return task_loss, (task_loss, jnp.zeros_like(task_loss))
+
   def one_step(params, opt_state, lam, data_key, step, windows):
-    num_windows = windows[0].shape[0]
     indices = data_lib.minibatch_indices(jax.random.fold_in(data_key, step),
-                                         num_windows, batch_size)
-    contexts, truths = data_lib.take(windows, indices)
+                                         windows[0].shape[0], batch_size)
     (loss, (task_loss, penalty)), grads = jax.value_and_grad(
-        loss_fn, has_aux=True)(params, lam, contexts, truths)
+        loss_fn, has_aux=True)(params, lam, *data_lib.take(windows, indices))
     updates, opt_state = tx.update(grads, opt_state, params)
-    stats = {"loss": loss, "task_loss": task_loss, "penalty": penalty}
-    return optax.apply_updates(params, updates), opt_state, stats
+    return optax.apply_updates(params, updates), opt_state, {
+        "loss": loss, "task_loss": task_loss, "penalty": penalty}
 
   @jax.jit
   def train_chunk(state, lams, data_keys, windows):
@@ -220,50 +183,34 @@ def make_train_chunk(group: Group, graphdef, config):
 def evaluate_run(params, val, test, *, graphdef, vpt_threshold: float):
   """Free-running errors of one run: per-step test MSE/MAE, val MSE, VPT."""
   predict = _predict_fn(graphdef)
-
-  def rollouts(contexts, horizon):
-    return jax.vmap(lambda c: losses.free_running_rollout(
-        predict, params, c, horizon))(contexts)
-
-  test_rollouts = rollouts(test[0], test[1].shape[1])
-  test_errors = losses.horizon_errors(test_rollouts, test[1])
-  val_errors = losses.horizon_errors(rollouts(val[0], val[1].shape[1]), val[1])
-  # Valid prediction time: steps until the channel-RMS error of a window
-  # first exceeds the threshold (in units of the training std).
-  rms_NxH = jnp.sqrt(jnp.mean(jnp.square(test_rollouts - test[1]), axis=-1))
-  exceeded = rms_NxH > vpt_threshold
-  vpt = jnp.where(jnp.any(exceeded, axis=1), jnp.argmax(exceeded, axis=1),
-                  exceeded.shape[1])
+  test_errors = losses.free_running_errors(predict, params, *test,
+                                           vpt_threshold=vpt_threshold)
   return {"test_mse": test_errors.mse, "test_mae": test_errors.mae,
-          "val_mse": val_errors.mse[-1],
-          "vpt": jnp.mean(vpt.astype(jnp.float32))}
-
-
-def evaluate(params, task: Task, graphdef, config) -> dict[str, np.ndarray]:
-  """:func:`evaluate_run` of every member, stacked along the first axis.
-
-  One run at a time, so all groups of a (series, model) share one compilation.
-  """
-  val, test = (tuple(map(jnp.asarray, x)) for x in (task.val, task.test))
-  num_members = jax.tree.leaves(params)[0].shape[0]
-  records = [jax.device_get(evaluate_run(
-      jax.tree.map(lambda x, i=i: x[i], params), val, test, graphdef=graphdef,
-      vpt_threshold=config.vpt_threshold)) for i in range(num_members)]
-  return jax.tree.map(lambda *xs: np.stack(xs), *records)
+          "val_mse": losses.free_running_errors(predict, params, *val).mse[-1],
+          "vpt": jnp.mean(test_errors.valid_steps.astype(jnp.float32))}
 
 
 def train_group(group: Group, task: Task, config, workdir) -> dict[str, Any]:
   """Trains (or resumes) one group; returns its final evaluation record."""
   graphdef, state, data_keys = init_group(group, task, config)
   lams = jnp.asarray(group.lams, jnp.float32)
-  windows = tuple(jnp.asarray(x) for x in task.train)
+  windows, val, test = (tuple(map(jnp.asarray, x))
+                        for x in (task.train, task.val, task.test))
   train_chunk = make_train_chunk(group, graphdef, config)
+
+  def evaluate(params):
+    # One member at a time: all groups of a (series, model) compile once.
+    records = [jax.device_get(evaluate_run(
+        jax.tree.map(lambda x, i=i: x[i], params), val, test,
+        graphdef=graphdef, vpt_threshold=config.vpt_threshold))
+               for i in range(len(group.seeds))]
+    return jax.tree.map(lambda *xs: np.stack(xs), *records)
 
   def chunk(state, step):
     state, stats = train_chunk(state, lams, data_keys, windows)
     step, record = int(state.step), jax.device_get(stats)
     if step >= config.train.num_steps:
-      record.update(evaluate(state.params, task, graphdef, config))
+      record.update(evaluate(state.params))
     return harness.Chunk(state, step, record)
 
   return workdir.train(group.name, state, chunk,
@@ -273,181 +220,143 @@ def train_group(group: Group, task: Task, config, workdir) -> dict[str, Any]:
 
 def summarize(group: Group, record: dict[str, Any], task: Task) -> list[dict]:
   """Per method of the group: mean and s.e. over seeds of every metric."""
-  lams, out = np.asarray(group.lams), []
+  errors = {k: np.asarray(record[f"test_{k}"], np.float64)
+            for k in ("mse", "mae")}
+  out = []
   for lam in dict.fromkeys(group.lams):
-    members = np.flatnonzero(lams == lam)
-    test_mse = np.asarray(record["test_mse"], np.float64)[members]
-    test_mae = np.asarray(record["test_mae"], np.float64)[members]
-    method = (f"unroll{group.unroll_k}" if group.method == "unroll"
-              else "tf" if lam == 0 else f"jvp{lam:g}")
+    members = np.flatnonzero(np.asarray(group.lams) == lam)
+    mse = errors["mse"][members]
     summary = {"dataset": group.dataset, "model": group.model,
-               "method": method, "lam": float(lam), "num_seeds": len(members),
-               "mse_curve": test_mse.mean(0).tolist()}
-    per_metric = {"val_mse": np.asarray(record["val_mse"])[members],
-                  "vpt": np.asarray(record["vpt"])[members]}
-    for h in task.horizons:
-      per_metric[f"test_mse_h{h}"] = test_mse[:, h - 1]
-      per_metric[f"test_mae_h{h}"] = test_mae[:, h - 1]
+               "method": (f"unroll{group.unroll_k}" if group.method == "unroll"
+                          else "tf" if lam == 0 else f"jvp{lam:g}"),
+               "lam": float(lam), "num_seeds": len(members),
+               "mse_curve": mse.mean(0).tolist()}
+    per_metric = {k: np.asarray(record[k])[members] for k in ("val_mse", "vpt")}
+    per_metric.update({f"test_{k}_h{h}": errors[k][members, h - 1]
+                       for h in task.horizons for k in ("mse", "mae")})
     for name, values in per_metric.items():
       summary[name], summary[name + "_se"] = harness.mean_se(values)
     # Seed order is the group's, so runs of one seed pair up across methods.
-    summary["test_mse_longest_per_seed"] = test_mse[:, -1].tolist()
+    summary["test_mse_longest_per_seed"] = mse[:, -1].tolist()
     out.append(summary)
   return out
 
 
-def select_lambda(summaries: list[dict]) -> dict[str, Any]:
-  """The penalty run with the lowest validation MSE at the middle horizon."""
-  penalized = [s for s in summaries if s["method"].startswith("jvp")]
-  return min(penalized, key=lambda s: s["val_mse"]) if penalized else {}
-
-
 def evaluate_claim(settings: list[dict]) -> list[dict]:
-  """Checks per (series, model) and overall.
+  """Checks per (series, model) of :func:`setting_of`, and overall.
 
-  ``settings`` (from :func:`main`) hold ``dataset, model, longest`` and the
-  summaries ``tf`` and ``jvp`` (lambda chosen on validation); the detail
-  adds the difference over seeds, which pair up (same init and batches).
+  Details add the paired difference over seeds (same init and batches).
   """
-  checks, wins, similar = [], 0, 0
+  pm = lambda mean, se, digits=4: f"{mean:.{digits}g}" + (
+      f" +- {se:.2g}" if se is not None else "")
+  checks = []
   for s in settings:
     h, tf, jvp = s["longest"], s["tf"], s["jvp"]
     key = f"test_mse_h{h}"
-    won = bool(jvp[key] < tf[key])
-    wins += won
+    paired = harness.mean_se(np.asarray(jvp["test_mse_longest_per_seed"])
+                             - np.asarray(tf["test_mse_longest_per_seed"]))
     checks.append(harness.check(
         f"jvp_beats_tf_{s['dataset']}_{s['model']}",
         f"{s['dataset']}/{s['model']}: TF+JVP (lambda={jvp['lam']:g}, chosen"
-        f" on val) < TF, test MSE at h={h}", won,
-        f"{_pm(jvp, key)} vs TF {_pm(tf, key)}; paired difference"
-        f" {_paired_difference(jvp, tf)}"))
-    similar += bool(jvp["test_mse_h1"] <= ONE_STEP_TOLERANCE * tf["test_mse_h1"])
-  n = len(settings)
-  checks.append(harness.check(
-      "jvp_beats_tf_in_majority", "overall: the penalty lowers longest-horizon"
-      " error in a majority of (series, model) settings", wins > n / 2,
-      f"{wins} of {n} settings"))
-  checks.append(harness.check(
-      "one_step_error_similar", f"overall: one-step test MSE within"
-      f" {ONE_STEP_TOLERANCE:g}x of TF in every setting", similar == n,
-      f"{similar} of {n} settings"))
-  return checks
+        f" on val) < TF, test MSE at h={h}", jvp[key] < tf[key],
+        f"{pm(jvp[key], jvp.get(key + '_se'))} vs TF"
+        f" {pm(tf[key], tf.get(key + '_se'))}; paired difference"
+        f" {pm(*paired, digits=3)}"))
+  n, wins = len(settings), sum(c["passed"] for c in checks)
+  similar = sum(s["jvp"]["test_mse_h1"] <= ONE_STEP_TOLERANCE
+                * s["tf"]["test_mse_h1"] for s in settings)
+  return checks + [
+      harness.check("jvp_beats_tf_in_majority", "overall: the penalty lowers"
+                    " longest-horizon error in a majority of (series, model)"
+                    " settings", wins > n / 2, f"{wins} of {n} settings"),
+      harness.check("one_step_error_similar", "overall: one-step test MSE"
+                    f" within {ONE_STEP_TOLERANCE:g}x of TF in every setting",
+                    similar == n, f"{similar} of {n} settings")]
 
 
-def _paired_difference(a, b):
-  mean, se = harness.mean_se(np.asarray(a["test_mse_longest_per_seed"])
-                             - np.asarray(b["test_mse_longest_per_seed"]))
-  return f"{mean:.3g}" + (f" +- {se:.2g}" if se is not None else "")
-
-
-def _pm(summary, key):
-  se = summary.get(key + "_se")
-  return f"{summary[key]:.4g}" + (f" +- {se:.2g}" if se is not None else "")
-
-
-def _of_setting(summaries, setting, prefix):
-  return [x for x in summaries if x["dataset"] == setting["dataset"]
-          and x["model"] == setting["model"] and x["method"].startswith(prefix)]
-
-
-def _headline(setting, summaries):
-  """TF, TF + JVP at the chosen lambda, and every unrolled baseline."""
-  return [setting["tf"], setting["jvp"]] + _of_setting(summaries, setting,
-                                                       "unroll")
-
-
-def _plot_panels(workdir, name, title, settings, size, draw):
-  """Panels ``draw(ax, setting)`` (series down, models across), one legend.
-
-  Every panel draws the same methods, so the legend is the first panel's.
-  """
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+def plot_figures(workdir, settings) -> list[str]:
+  """F1: test MSE vs horizon; F2: longest-horizon test MSE vs lambda."""
   datasets = list(dict.fromkeys(s["dataset"] for s in settings))
-  models = list(dict.fromkeys(s["model"] for s in settings))
-  fig, axes = plt.subplots(len(datasets), len(models), squeeze=False,
-                           figsize=(size[0] * len(models),
-                                    size[1] * len(datasets) + 0.5))
-  for s in settings:
-    ax = axes[datasets.index(s["dataset"]), models.index(s["model"])]
-    ax.set_title(f"{s['dataset']} / {s['model']}", fontsize=9)
-    draw(ax, s)
-  fig.suptitle(title, fontsize=10)
-  handles, labels = axes[0, 0].get_legend_handles_labels()
-  fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
-  fig.tight_layout(rect=(0, 0.3 / fig.get_figheight(), 1, 1))
-  return workdir.save_figure(fig, name)
+  model_names = list(dict.fromkeys(s["model"] for s in settings))
 
+  def plot_panels(name, title, size, draw):
+    """Panels ``draw(ax, setting)``: series down, models across."""
+    fig, axes = harness.panels(len(datasets), len(model_names), size=size)
+    for s in settings:
+      draw(axes[datasets.index(s["dataset"]), model_names.index(s["model"])], s)
+    return workdir.save_figure(fig, name, title=title)
 
-def plot_error_vs_horizon(workdir, settings, summaries):
-  """F1: free-running test MSE vs horizon, one panel per (series, model)."""
-  def draw(ax, s):
-    for i, summary in enumerate(_headline(s, summaries)):
+  def error_vs_horizon(ax, s):
+    for i, summary in enumerate(s["headline"]):
       curve = summary["mse_curve"]
       ax.plot(np.arange(1, len(curve) + 1), curve, color=f"C{i}", lw=1.2,
               label="TF + JVP ($\\lambda$ chosen on val)"
               if summary is s["jvp"] else summary["method"])
-    ax.set_title(f"{s['dataset']} / {s['model']} ($\\lambda$ ="
-                 f" {s['jvp']['lam']:g})", fontsize=9)
-    ax.set(yscale="log", xlabel="horizon (steps)",
-           ylabel="test MSE (z-units)")
+    ax.set(title=f"{s['dataset']} / {s['model']} ($\\lambda$ ="
+           f" {s['jvp']['lam']:g})", yscale="log", xlabel="horizon (steps)",
+           ylabel="test MSE (z-units$^2$)")
 
-  return _plot_panels(
-      workdir, "error_vs_horizon", "Free-running test error: the JVP penalty"
-      " should lower TF's long-horizon error", settings, (3.8, 2.8), draw)
-
-
-def plot_lambda_sweep(workdir, settings, summaries):
-  """F2: longest-horizon test MSE vs lambda (TF as the dashed line)."""
-  def draw(ax, s):
+  def lambda_sweep(ax, s):
     key = f"test_mse_h{s['longest']}"
-    sweep = sorted(_of_setting(summaries, s, "jvp"), key=lambda x: x["lam"])
-    ax.errorbar([x["lam"] for x in sweep], [x[key] for x in sweep],
-                yerr=[x.get(key + "_se") or 0.0 for x in sweep], fmt="o-",
-                label="TF + JVP (mean $\\pm$ s.e. over seeds)")
+    ax.errorbar([x["lam"] for x in s["sweep"]], [x[key] for x in s["sweep"]],
+                yerr=[x.get(key + "_se") or 0.0 for x in s["sweep"]],
+                fmt="o-", label="TF + JVP (mean $\\pm$ s.e. over seeds)")
     ax.axhline(s["tf"][key], color="k", ls="--", lw=1, label="TF")
-    ax.set(xscale="log", xlabel="$\\lambda$ (penalty weight, no unit)",
-           ylabel=f"test MSE at h={s['longest']}\n(z-units)")
+    ax.set(title=f"{s['dataset']} / {s['model']}", xscale="log",
+           xlabel="$\\lambda$ (penalty weight, no unit)",
+           ylabel=f"test MSE at h={s['longest']}\n(z-units$^2$)")
 
-  return _plot_panels(
-      workdir, "lambda_sweep", "Longest-horizon test error vs penalty weight:"
-      " below the TF line, the penalty helps", settings, (3.4, 2.5), draw)
+  return [
+      plot_panels("error_vs_horizon", "Free-running test error: the JVP"
+                  " penalty should lower TF's long-horizon error", (3.8, 2.8),
+                  error_vs_horizon),
+      plot_panels("lambda_sweep", "Longest-horizon test error vs penalty"
+                  " weight: below the TF line, the penalty helps", (3.4, 2.5),
+                  lambda_sweep)]
+
+
+def setting_of(dataset: str, task: Task, summaries: list[dict]) -> dict:
+  """One (series, model): TF, the chosen TF + JVP, the sweep, result rows.
+
+  lambda is chosen among lambda > 0 on validation MSE at the middle horizon.
+  """
+  of = lambda prefix: [x for x in summaries if x["method"].startswith(prefix)]
+  tf = of("tf")[0]
+  jvp = min(of("jvp"), key=lambda x: x["val_mse"], default={})
+  return {"dataset": dataset, "model": summaries[0]["model"],
+          "summaries": summaries, "longest": max(task.horizons), "tf": tf,
+          "jvp": jvp, "sweep": sorted(of("jvp"), key=lambda x: x["lam"]),
+          "headline": [tf, jvp] + of("unroll"),
+          "metrics": [f"test_mse_h{h}" for h in task.horizons]
+                     + (["vpt"] if dataset == "lorenz96" else [])}
 
 
 def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   workdir.plan(len(config.datasets) * len(config.models)
                * (1 + len(config.unroll_ks)))
-  summaries, settings, provenance = [], [], []
+  settings, provenance = [], []
   for dataset in config.datasets:
     task = load_task(dataset, config)
     provenance.append(task.provenance)
     for model in config.models:
-      setting_summaries = []
-      for group in groups_for(dataset, model, config):
-        record = train_group(group, task, config, workdir)
-        setting_summaries += summarize(group, record, task)
-      summaries += setting_summaries
-      settings.append({
-          "dataset": dataset, "model": model, "longest": max(task.horizons),
-          "tf": next(s for s in setting_summaries if s["method"] == "tf"),
-          "jvp": select_lambda(setting_summaries),
-      })
-
-  results = []
-  for s in settings:
-    metrics = [f"test_mse_h{h}" for h in config.tasks[s["dataset"]].horizons]
-    metrics += ["vpt"] if s["dataset"] == "lorenz96" else []
-    for summary in _headline(s, summaries):
-      results += harness.results_of(
-          f"{s['dataset']}/{s['model']}/{summary['method']}", summary, metrics,
-          num_samples=summary["num_seeds"], higher_is_better=("vpt",))
+      settings.append(setting_of(dataset, task, [
+          summary for group in groups_for(dataset, model, config)
+          for summary in summarize(
+              group, train_group(group, task, config, workdir), task)]))
+  summaries = [x for s in settings for x in s["summaries"]]
+  results = [row for s in settings for x in s["headline"]
+             for row in harness.results_of(
+                 f"{s['dataset']}/{s['model']}/{x['method']}", x, s["metrics"],
+                 num_samples=x["num_seeds"], higher_is_better=("vpt",),
+                 units={m: "steps" if m == "vpt" else "z-units^2"
+                        for m in s["metrics"]})]
   workdir.write_report(
       paper=PAPER, claim=CLAIM,
       dataset={"name": ", ".join(config.datasets),
                "provenance": " | ".join(provenance)},
       model=model_metadata(config), seeds=list(config.seeds), results=results,
       paper_results=PAPER_RESULTS, checks=evaluate_claim(settings),
-      figures=[plot_error_vs_horizon(workdir, settings, summaries),
-               plot_lambda_sweep(workdir, settings, summaries)],
+      figures=plot_figures(workdir, settings),
       notes=notes_of(config, settings, summaries),
       extra_run_data={"summaries": summaries})
 
@@ -471,10 +380,9 @@ def notes_of(config, settings, summaries) -> list[str]:
   at_top = [f"{s['dataset']}/{s['model']}" for s in settings
             if s["jvp"]["lam"] == top]
   if at_top:
-    notes.append(
-        f"Validation chose the largest lambda of the sweep ({top:g}) in"
-        f" {len(at_top)} of {len(settings)} settings ({', '.join(at_top)});"
-        " larger values were not tried.")
+    notes.append(f"Validation chose the largest lambda of the sweep ({top:g})"
+                 f" in {len(at_top)} of {len(settings)} settings"
+                 f" ({', '.join(at_top)}); larger values were not tried.")
   return notes + [f"{x['dataset']}/{x['model']}/{x['method']}: non-finite"
                   " test error (diverged)" for x in summaries
                   if not np.isfinite(x["test_mse_h1"])]

@@ -11,34 +11,29 @@ the same either way.
 The Decoupled Method is our reconstruction from the abstract of Luo,
 Rodomanov & Stich, "Efficient Gradient Methods for Distributed Saddle
 Problems" (https://arxiv.org/abs/2605.18604). The report compares the
-measured scaling in L_xx / L_xy with our reconstructed bounds (DM-SP: rounds
-~ L_xy, oracle calls ~ L_xy + sqrt(L_xy L_xx); EG and OGDA ~ max L) and says
-where they agree.
+measured growth in L_xx / L_xy with our reconstructed bounds (``BOUNDS``)
+and says where they agree.
 """
 
 import itertools
 
 from absl import logging
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
 from experiments import harness
 from jaxpapers import saddle
 
-PAPER = {
-    "title": "Efficient Gradient Methods for Distributed Saddle Problems",
-    "authors": "Luo, Rodomanov & Stich",
-    "url": "https://arxiv.org/abs/2605.18604",
-}
+PAPER = {"title": "Efficient Gradient Methods for Distributed Saddle Problems",
+         "authors": "Luo, Rodomanov & Stich",
+         "url": "https://arxiv.org/abs/2605.18604"}
 CLAIM = (
     "On distributed saddle problems whose players own their variable blocks,"
     " the Decoupled Method's communication rounds are governed by the"
     " coupling L_xy alone (flat in L_xx / L_xy), and its oracle calls grow"
     " like L_xy + sqrt(L_xy L_xx), beating Extragradient (whose rounds and"
-    " oracle calls grow like max L) once self-curvature dominates."
-)
+    " oracle calls grow like max L) once self-curvature dominates.")
 PAPER_RESULTS = [
     harness.paper_result(
         "communication", "The Decoupled Method matches the communication"
@@ -60,7 +55,7 @@ COSTS = {"rounds": "communication rounds",
 UNITS = {"rounds": "rounds", "oracle_calls": "oracle calls",
          "scalar_allreduces": "scalar all-reduces"}
 # Our reconstructed bounds (docs/saddle_decoupled.md) up to a constant, as
-# (L_xx, L_xy) -> cost; we have none for GDA.
+# (L_xx, L_xy) -> cost (EG's and OGDA's: max L); we have none for GDA.
 BOUNDS = {
     ("dm_sp", "rounds"): lambda l_xx, l_xy: l_xy,
     ("dm_sp", "oracle_calls"): lambda l_xx, l_xy: l_xy + np.sqrt(l_xy * l_xx),
@@ -70,37 +65,12 @@ BOUNDS = {
 FEWER_THAN_EG = (  # cost, smallest L_xx / L_xy where DM-SP must win, check
     ("rounds", 0, "DM-SP needs fewer rounds than EG at every ratio"),
     ("oracle_calls", 10, "DM-SP needs fewer oracle calls per player than EG"
-     " when L_xx >= 10 L_xy"),
-)
+     " when L_xx >= 10 L_xy"))
 RESIDUAL_TITLES = {  # what each residual figure shows of the claim
     "rounds": "DM-SP's rounds to tolerance stay flat as $L_{xx}/L_{xy}$"
               " grows; EG's and OGDA's grow",
     "oracle_calls": "DM-SP needs fewer oracle calls than EG once"
-                    " $L_{xx} \\gg L_{xy}$",
-}
-
-
-def make_game(config, ratio):
-  return saddle.random_saddle_game(
-      jax.random.key(config.seed), config.dim, l_xx=ratio * config.l_xy,
-      l_xy=config.l_xy, mu=config.mu,
-      dtype=jnp.float64 if config.x64 else jnp.float32)
-
-
-def make_method(name, game, multiplier):
-  """The method with its textbook step size times ``multiplier``.
-
-  EG 1/L, OGDA 1/(2L), GDA mu/L^2 (L: the game's Lipschitz bound); DM-SP
-  uses its defaults.
-  """
-  lipschitz = float(saddle.lipschitz_bound(game))
-  if name == "dm_sp":
-    return saddle.dm_sp()
-  if name == "extragradient":
-    return saddle.extragradient(multiplier / lipschitz)
-  if name == "optimistic_gda":
-    return saddle.optimistic_gda(multiplier * 0.5 / lipschitz)
-  return saddle.gda(multiplier * float(game.monotonicity) / lipschitz**2)
+                    " $L_{xx} \\gg L_{xy}$"}
 
 
 def multipliers_of(name, config):
@@ -108,26 +78,16 @@ def multipliers_of(name, config):
           if name in ("extragradient", "optimistic_gda") else (1.0,))
 
 
-def run_name(ratio, name, multiplier):
-  return f"ratio{ratio:g}_{name}_x{multiplier:g}"
-
-
 def _carry(state, residual, mesh):
-  """The state and its residual, which every process holds (replicated).
-
-  The residual decides convergence, hence the budgets of the later runs,
-  which must be the same on every process.
-  """
-  residual = np.asarray(residual, np.float64)
-  if mesh is None:
-    return {"state": state, "residual": jnp.asarray(residual)}
-  return {"state": state, "residual": jax.make_array_from_callback(
-      (), jax.NamedSharding(mesh, jax.P()), lambda _: residual)}
+  # Every process holds the residual: it decides convergence, hence the
+  # budgets of the later runs, which must be the same on every process.
+  return {"state": state,
+          "residual": saddle.replicated(np.float64(residual), mesh)}
 
 
 def record_of(residual, initial_residual, rounds, scalar_allreduces,
-              oracle_calls_per_player):
-  oracle_calls = np.asarray(oracle_calls_per_player)
+              oracle_calls):
+  """The costs so far; ``oracle_calls`` holds every player's count."""
   return {"residual": float(residual),
           "relative_residual": float(residual) / initial_residual,
           "rounds": int(rounds), "scalar_allreduces": int(scalar_allreduces),
@@ -138,8 +98,10 @@ def record_of(residual, initial_residual, rounds, scalar_allreduces,
 def train_run(config, workdir, game, initial_residual, ratio, name,
               multiplier, budget_rounds, mesh):
   """Runs (or resumes) one method on one game; returns summary and records."""
-  run = run_name(ratio, name, multiplier)
-  method = make_method(name, game, multiplier)
+  run = f"ratio{ratio:g}_{name}_x{multiplier:g}"
+  # DM-SP with its defaults, a baseline with its textbook step x multiplier.
+  method = (saddle.dm_sp() if name == "dm_sp"
+            else saddle.textbook_baseline(name, game, multiplier))
   max_steps = max(budget_rounds // ROUNDS_PER_STEP[name], 1)
   stop_residual = config.rtol * initial_residual
   max_residual = config.divergence_factor * initial_residual
@@ -169,7 +131,7 @@ def train_run(config, workdir, game, initial_residual, ratio, name,
                   initial_residual, mesh), chunk,
       num_steps=max_steps, checkpoint_every=config.steps_per_chunk,
       initial=lambda carry: (carry, record_of(
-          initial_residual, initial_residual, 0, 0, [0])))
+          initial_residual, initial_residual, 0, 0, np.zeros(1, int))))
   final = saddle.gather_to_host(result.state)
   counters, residual = final["state"].counters, float(final["residual"])
   status = ("converged" if residual <= stop_residual else
@@ -188,7 +150,10 @@ def sweep(config, workdir, mesh):
   """Every run's summary and records; the best step size per (method, ratio)."""
   runs, best, records = [], {}, {}
   for ratio in config.ratios:
-    game = make_game(config, ratio)
+    game = saddle.random_saddle_game(
+        jax.random.key(config.seed), config.dim, l_xx=ratio * config.l_xy,
+        l_xy=config.l_xy, mu=config.mu,
+        dtype=np.float64 if config.x64 else np.float32)
     if jax.process_count() > 1:
       # Identical numpy copies on every process enter jit as replicated.
       game = jax.device_get(game)
@@ -202,9 +167,10 @@ def sweep(config, workdir, mesh):
       for multiplier in multipliers_of(name, config):
         # A smaller step cannot win once it has used the best one's rounds.
         reached = [c["rounds"] for c in candidates if c["converged"]]
-        summary, records[run_name(ratio, name, multiplier)] = train_run(
+        summary, run_records = train_run(
             config, workdir, game, initial_residual, ratio, name, multiplier,
             min([budget] + reached), mesh)
+        records[summary["run"]] = run_records
         candidates.append(summary)
         runs.append(summary)
       converged = [c for c in candidates if c["converged"]]
@@ -212,13 +178,6 @@ def sweep(config, workdir, mesh):
                              if converged
                              else max(candidates, key=lambda c: c["rounds"]))
   return runs, best, records
-
-
-def _slope(ratios, values):
-  """The log-log slope of ``values`` in ``ratios``; None from one ratio."""
-  if len(ratios) < 2:
-    return None
-  return float(np.polyfit(np.log(ratios), np.log(values), 1)[0])
 
 
 def scaling_table(best, config):
@@ -229,20 +188,14 @@ def scaling_table(best, config):
     ratios = np.array([b["ratio"] for b in mine])
     measured = np.array([b[kind] for b in mine], np.float64)
     reached = all(b["converged"] for b in mine)
-    row = {"method": name, "cost": kind, "ratios": ratios.tolist(),
-           "measured": measured.tolist(), "all_reached": reached,
-           "measured_relative": (measured / measured[0]).tolist(),
-           "measured_slope": _slope(ratios, measured) if reached else None,
-           "predicted_relative": None, "predicted_slope": None, "agrees": None}
-    if (name, kind) in BOUNDS:
-      predicted = np.array([BOUNDS[(name, kind)](r * config.l_xy, config.l_xy)
-                            for r in ratios])
-      row.update(predicted_relative=(predicted / predicted[0]).tolist(),
-                 predicted_slope=_slope(ratios, predicted))
-    if None not in (row["measured_slope"], row["predicted_slope"]):
-      row["agrees"] = bool(abs(row["measured_slope"] - row["predicted_slope"])
-                           <= SLOPE_TOLERANCE)
-    rows.append(row)
+    bound = BOUNDS.get((name, kind))
+    rows.append({
+        "method": name, "cost": kind, "ratios": ratios.tolist(),
+        "measured": measured.tolist(), "all_reached": reached,
+        **saddle.growth_against_bound(
+            ratios, measured, None if bound is None else
+            [bound(r * config.l_xy, config.l_xy) for r in ratios],
+            tolerance=SLOPE_TOLERANCE, measured_complete=reached)})
   return rows
 
 
@@ -251,15 +204,12 @@ def _label(row):
 
 
 def dm_sp_vs_eg(best, config):
-  """(DM-SP, EG) best runs by ratio; empty unless both methods ran."""
+  """By ratio: DM-SP's and EG's best runs, {cost: DM-SP needed less}; or []."""
   if not {"dm_sp", "extragradient"} <= set(config.methods):
     return []
-  return [(best[("dm_sp", r)], best[("extragradient", r)])
-          for r in sorted(config.ratios)]
-
-
-def dm_sp_wins(dm_sp, eg, kind):
-  return dm_sp["converged"] and dm_sp[kind] < eg[kind]
+  return [(d, e, {kind: d["converged"] and d[kind] < e[kind] for kind in COSTS})
+          for d, e in ((best[("dm_sp", r)], best[("extragradient", r)])
+                       for r in sorted(config.ratios))]
 
 
 def evaluate_claim(best, table, config):
@@ -275,17 +225,20 @@ def evaluate_claim(best, table, config):
             for row in table if row["predicted_slope"] is not None]
   pairs = dm_sp_vs_eg(best, config)
   for kind, min_ratio, name in FEWER_THAN_EG if pairs else ():
-    compared = [(d, e) for d, e in pairs if d["ratio"] >= min_ratio]
+    compared = [(d, e, w) for d, e, w in pairs if d["ratio"] >= min_ratio]
     checks.append(harness.check(
         f"dm_sp_fewer_{kind}_than_eg", name,
-        bool(compared) and all(dm_sp_wins(d, e, kind) for d, e in compared),
+        bool(compared) and all(w[kind] for _, _, w in compared),
         ", ".join(f"{d['ratio']:g}: {d[kind]} vs {e[kind]}"
-                  for d, e in compared)))
+                  for d, e, _ in compared)))
   return checks
 
 
 def table_markdown(best, table, config):
   """The scaling table and a plain statement of agreement, as markdown."""
+  cells = lambda values: "| " + " | ".join(values) + " |"
+  relative = lambda xs: "—" if xs is None else ", ".join(f"{x:.3g}" for x in xs)
+  slope = lambda x: "—" if x is None else f"{x:.2f}"
   lines = [
       "## Scaling against our reconstructed bounds", "",
       f"Cost to reach ||F|| <= {config.rtol:g} ||F(z0)|| on d = {config.dim}"
@@ -294,22 +247,19 @@ def table_markdown(best, table, config):
       f" cost / cost at L_xx/L_xy = {config.ratios[0]:g}. '>' marks a method"
       " that did not reach the tolerance within its budget. The bounds are"
       " our reconstruction (docs/saddle_decoupled.md).", "",
-      "| method | cost | " + " | ".join(f"ratio {r:g}" for r in config.ratios)
-      + " | measured relative | bound relative | slope measured / bound |"
-      " agrees |",
-      "|---|---|" + "---|" * len(config.ratios) + "---|---|---|---|",
+      cells(["method", "cost", *(f"ratio {r:g}" for r in config.ratios),
+             "measured relative", "bound relative", "slope measured / bound",
+             "agrees"]),
+      cells(["---"] * (len(config.ratios) + 6)),
   ]
-  fmt = lambda xs: "—" if xs is None else ", ".join(f"{x:.3g}" for x in xs)
-  slope = lambda x: "—" if x is None else f"{x:.2f}"
   for row in table:
-    cells = [("" if b["converged"] else ">") + str(b[row["cost"]])
-             for b in (best[(row["method"], r)] for r in config.ratios)]
-    lines.append(
-        f"| {LABELS[row['method']]} | {UNITS[row['cost']]} | "
-        + " | ".join(cells) + f" | {fmt(row['measured_relative'])} |"
-        f" {fmt(row['predicted_relative'])} |"
-        f" {slope(row['measured_slope'])} / {slope(row['predicted_slope'])} |"
-        f" {({None: '—', True: 'yes', False: 'no'})[row['agrees']]} |")
+    lines.append(cells([
+        LABELS[row["method"]], UNITS[row["cost"]],
+        *(("" if b["converged"] else ">") + str(b[row["cost"]])
+          for b in (best[(row["method"], r)] for r in config.ratios)),
+        relative(row["measured_relative"]), relative(row["predicted_relative"]),
+        f"{slope(row['measured_slope'])} / {slope(row['predicted_slope'])}",
+        {None: "—", True: "yes", False: "no"}[row["agrees"]]]))
   if "dm_sp" in config.methods:
     lines += ["", "DM-SP's HPE test also costs one scalar all-reduce per"
               " Jacobi round (not counted as a round in our reconstruction): "
@@ -318,9 +268,9 @@ def table_markdown(best, table, config):
   # Where DM-SP beat EG's best step size, in plain words.
   pairs, comparison = dm_sp_vs_eg(best, config), []
   for kind, words in COSTS.items():
-    fewer = [f"{d['ratio']:g}" for d, e in pairs if dm_sp_wins(d, e, kind)]
+    fewer = [f"{d['ratio']:g}" for d, _, w in pairs if w[kind]]
     more = [f"{d['ratio']:g} ({d[kind]} vs {e[kind]})"
-            for d, e in pairs if not dm_sp_wins(d, e, kind)]
+            for d, e, w in pairs if not w[kind]]
     comparison.append(
         f"DM-SP needed fewer {words} than EG at L_xx/L_xy ="
         f" {', '.join(fewer) or 'none'}"
@@ -332,23 +282,20 @@ def table_markdown(best, table, config):
 
 def statement_of_agreement(table):
   """Where the measured growth agrees with our reconstructed bounds, in words."""
-  sentences = {
-      True: "The measured growth agrees with our reconstructed bound"
-            f" (log-log slope within {SLOPE_TOLERANCE}) for: {{}}.",
-      False: "It does not agree for: {}.",
-      None: "No slope could be measured for: {} (tolerance not reached at"
-            " every ratio).",
-  }
-  parts = []
-  for agrees, sentence in sentences.items():
-    rows = [r for r in table
-            if r["agrees"] is agrees and r["predicted_slope"] is not None]
-    if rows:
-      parts.append(sentence.format("; ".join(
-          _label(r) + (f" (slope {r['measured_slope']:.2f} vs"
-                       f" {r['predicted_slope']:.2f})" if agrees is False
-                       else "") for r in rows)))
-  return " ".join(parts)
+  rows = lambda agrees: [r for r in table if r["agrees"] is agrees
+                         and r["predicted_slope"] is not None]
+  parts = [
+      ("The measured growth agrees with our reconstructed bound (log-log"
+       f" slope within {SLOPE_TOLERANCE}) for: ",
+       [_label(r) for r in rows(True)], "."),
+      ("It does not agree for: ",
+       [f"{_label(r)} (slope {r['measured_slope']:.2f} vs"
+        f" {r['predicted_slope']:.2f})" for r in rows(False)], "."),
+      ("No slope could be measured for: ", [_label(r) for r in rows(None)],
+       " (tolerance not reached at every ratio)."),
+  ]
+  return " ".join(head + "; ".join(items) + tail
+                  for head, items, tail in parts if items)
 
 
 def plot_residuals(workdir, records, best, config, kind):
@@ -377,9 +324,9 @@ def plot_costs(workdir, best, table):
       marker = STYLES[method][1]
       ax.plot(ratios, values, "-", marker=marker, color=f"C{k}", lw=1,
               label=LABELS[method])
-      for ratio, value in zip(ratios, values):
-        if not best[(method, ratio)]["converged"]:  # hollow: budget hit
-          ax.plot(ratio, value, marker, color=f"C{k}", mfc="white")
+      missed = [not best[(method, r)]["converged"] for r in ratios]
+      ax.plot(np.array(ratios)[missed], np.array(values)[missed], marker,
+              color=f"C{k}", mfc="white")  # hollow: budget hit
       if row["predicted_relative"] is not None:
         ax.plot(ratios, np.array(row["predicted_relative"]) * values[0], "--",
                 color=f"C{k}", lw=0.8, alpha=0.7)
@@ -393,21 +340,12 @@ def plot_costs(workdir, best, table):
       " $L_{xx}/L_{xy}$ and its oracle calls grow more slowly than EG's")
 
 
-def choose_mesh(config):
-  if config.execution == "single" or (config.execution == "auto"
-                                      and jax.device_count() < 2):
-    return None
-  if jax.device_count() < 2:
-    raise ValueError("config.execution='mesh' needs at least 2 devices.")
-  return jax.make_mesh((2,), (saddle.PLAYER_AXIS,),
-                       axis_types=(jax.sharding.AxisType.Explicit,),
-                       devices=jax.devices()[:2])
-
-
 def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   with jax.enable_x64(config.x64):
-    mesh = choose_mesh(config)
-    execution = ("one device per player" if mesh is not None
+    on_mesh = config.execution == "mesh" or (config.execution == "auto"
+                                             and jax.device_count() >= 2)
+    mesh = saddle.player_mesh(2) if on_mesh else None  # needs two devices
+    execution = ("one device per player" if on_mesh
                  else "all players on one device")
     logging.info("execution: %s", execution)
     workdir.plan(len(config.ratios) * sum(
@@ -417,13 +355,11 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
     figures = [plot_residuals(workdir, records, best, config, kind)
                for kind in COSTS] + [plot_costs(workdir, best, table)]
   workdir.write_report(
-      paper=PAPER, claim=CLAIM, dataset=dataset_of(config),
-      model=model_of(config), seeds=[config.seed],
+      paper=PAPER, claim=CLAIM, **metadata_of(config), seeds=[config.seed],
       results=[harness.result(
           f"ratio{b['ratio']:g}_{b['method']}",
-          metric + ("" if b["converged"] else " (budget hit)"), b[metric])
-               for b in best.values()
-               for metric in ("rounds", "oracle_calls", "scalar_allreduces")],
+          metric + ("" if b["converged"] else " (budget hit)"), b[metric],
+          unit=unit) for b in best.values() for metric, unit in UNITS.items()],
       paper_results=PAPER_RESULTS, checks=evaluate_claim(best, table, config),
       figures=figures, notes=notes_of(best, records, config, execution),
       extra_run_data={
@@ -450,26 +386,25 @@ def notes_of(best, records, config, execution):
   notes += [f"{b['run']}: {b['status']} (relative residual"
             f" {b['relative_residual']:.3g})"
             for b in best.values() if not b["converged"]]
-  for b in best.values():
-    peak = max(r["relative_residual"] for r in records[b["run"]])
-    if peak > 1.0:
-      notes.append(f"{b['run']}: ||F|| of the last iterate first rises to"
-                   f" {peak:.3g} x ||F(z0)|| before it decays (the residual"
-                   " is not monotone along the iterates).")
-  return notes
+  peaks = {b["run"]: max(r["relative_residual"] for r in records[b["run"]])
+           for b in best.values()}
+  return notes + [f"{run}: ||F|| of the last iterate first rises to"
+                  f" {peak:.3g} x ||F(z0)|| before it decays (the residual"
+                  " is not monotone along the iterates)."
+                  for run, peak in peaks.items() if peak > 1.0]
 
 
-def dataset_of(config):
-  return {"name": f"random quadratic saddle games, d={config.dim}",
-          "provenance": "generated from config.seed: P, Q with spectra"
-                        " log-spaced in [mu, L_xx], B with singular values"
-                        " uniform in [0, L_xy] (docs/saddle_decoupled.md)"}
-
-
-def model_of(config):
-  return {"problem": "min_x max_y 0.5 x'Px + x'By - 0.5 y'Qy + a'x - b'y",
-          "players": 2, "block_size": config.dim,
-          "methods": [LABELS[m] for m in config.methods]}
+def metadata_of(config):
+  """The report's dataset and model blocks."""
+  return {
+      "dataset": {"name": f"random quadratic saddle games, d={config.dim}",
+                  "provenance": "generated from config.seed: P, Q with"
+                  " spectra log-spaced in [mu, L_xx], B with singular values"
+                  " uniform in [0, L_xy] (docs/saddle_decoupled.md)"},
+      "model": {"problem": "min_x max_y 0.5 x'Px + x'By - 0.5 y'Qy + a'x"
+                " - b'y", "players": 2, "block_size": config.dim,
+                "methods": [LABELS[m] for m in config.methods]},
+  }
 
 
 def validate(config):

@@ -26,6 +26,7 @@ step 1. What is the paper's and what is ours: ``docs/wamrvit.md``.
 
 import collections
 import functools
+import itertools
 import math
 import time
 from typing import Any, NamedTuple
@@ -73,6 +74,8 @@ VARIANTS = ("wamrvit_regrid", "wamrvit_frozen", "wamrvit_native", "vit_p4",
 MODELS = ("wamrvit", "wamrvit_native", "vit_p4", "vit_p8")
 QUADTREE_MODELS = ("wamrvit", "wamrvit_native")
 VALID_VRMSE = 0.5  # a rollout step counts as on track below this global VRMSE
+UNITS = {"tokens_mean": "tokens", "tokens_last": "tokens",
+         "tokens_per_s": "tokens/s", "ms_per_step": "ms", "valid_steps": "steps"}
 RESULT_METRICS = ("vrmse_roi_step1", "vrmse_step1", "vrmse_roi_short",
                   "vrmse_short", "vrmse_roi_mean", "vrmse_mean",
                   "vrmse_roi_last", "vrmse_last", "valid_steps", "tokens_mean",
@@ -390,56 +393,46 @@ def _draw_leaves(ax, trees):
 
 def plot_fields(workdir, truth, examples, mesh):
   """F1: the true field with its mesh, and every variant (with its mesh)."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   horizon = truth.shape[1] - 1
   steps = sorted({1, (horizon + 1) // 2, horizon})
   rows = ["truth"] + list(examples)
-  fig, axes = plt.subplots(len(rows), len(steps), squeeze=False,
-                           figsize=(2.4 * len(steps) + 1, 2.4 * len(rows)),
-                           layout="constrained")
+  fig, axes = harness.panels(len(rows), len(steps), size=(2.4, 2.4))
   lo, hi = float(truth.min()), float(truth.max())
-  for c, k in enumerate(steps):
-    for r, row in enumerate(rows):
-      ax = axes[r, c]
-      step = examples[row][k - 1] if row != "truth" else amr.RolloutStep(
-          truth[:1, k], None, amr.build_meshes(jnp.asarray(truth[:1, k]), mesh))
-      shown = ax.imshow(step.fields[0, ..., 0], cmap="viridis", vmin=lo,
-                        vmax=hi)
-      if step.trees is not None:
-        _draw_leaves(ax, step.trees)
-      ax.set(xticks=[], yticks=[], title=f"step {k}" if r == 0 else "",
-             xlabel="x (pixels)" if r == len(rows) - 1 else "",
-             ylabel=f"{row}\ny (pixels)" if c == 0 else "")
-  fig.colorbar(shown, ax=axes, shrink=0.5, label="u (field value)")
-  fig.suptitle("Regridding keeps the finest leaves (white) on the moving"
-               " discs;\na frozen mesh cannot follow them", fontsize=10)
-  return workdir.save_figure(fig, "fields_and_meshes")
+  for (r, row), (c, k) in itertools.product(enumerate(rows), enumerate(steps)):
+    step = examples[row][k - 1] if row != "truth" else amr.RolloutStep(
+        truth[:1, k], None, amr.build_meshes(jnp.asarray(truth[:1, k]), mesh))
+    shown = axes[r, c].imshow(step.fields[0, ..., 0], cmap="viridis",
+                              vmin=lo, vmax=hi)
+    if step.trees is not None:
+      _draw_leaves(axes[r, c], step.trees)
+    axes[r, c].set(xticks=[], yticks=[], title=f"step {k}" if r == 0 else "",
+                   xlabel="x (pixels)" if r == len(rows) - 1 else "",
+                   ylabel=f"{row}\ny (pixels)" if c == 0 else "")
+  fig.colorbar(shown, cax=axes[-1, -1].inset_axes([1.08, 0, 0.08, 1]),
+               label="u (field value)")
+  return workdir.save_figure(
+      fig, "fields_and_meshes", title="Regridding keeps the finest leaves"
+      " (white) on the moving discs;\na frozen mesh cannot follow them")
 
 
 def plot_errors(workdir, curves):
   """F2: VRMSE (global, ROI) and tokens vs rollout step, mean +/- s.e."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-  for k, (variant, per_seed) in enumerate(curves.items()):
-    for ax, key in zip(axes, ("vrmse", "vrmse_roi", "tokens")):
+  fig, axes = harness.panels(1, 3, size=(4.2, 3.2))
+  quantities = (("vrmse", "VRMSE, full field\n(RMSE / std of truth)", "log"),
+                ("vrmse_roi", "VRMSE, region of interest\n(RMSE / std of"
+                 " truth)", "log"), ("tokens", "tokens per sample", "linear"))
+  for ax, (key, label, scale) in zip(axes[0], quantities):
+    for k, (variant, per_seed) in enumerate(curves.items()):
       mean, se = harness.mean_se_curve(
           [[r[key] for r in records] for records in per_seed])
-      mean, se = np.asarray(mean), np.asarray(se if se else np.zeros_like(mean))
+      mean, se = np.asarray(mean), np.asarray(se or np.zeros_like(mean))
       steps = np.arange(1, len(mean) + 1)
-      ax.plot(steps, mean, color=f"C{k}", label=variant if ax is axes[0] else None)
+      ax.plot(steps, mean, color=f"C{k}", label=variant)
       ax.fill_between(steps, mean - se, mean + se, color=f"C{k}", alpha=0.2)
-  for ax, label in zip(axes, ("VRMSE, full field (RMSE / std of truth)",
-                              "VRMSE, region of interest (RMSE / std)",
-                              "tokens per sample")):
-    ax.set_xlabel("rollout step (frames)")
-    ax.set_ylabel(label, fontsize=8)
-  axes[0].set_yscale("log")
-  axes[1].set_yscale("log")
-  fig.legend(loc="lower center", ncol=len(curves), fontsize=8)
-  fig.suptitle("WAMRViT near the finest-patch ViT's ROI error with fewer"
-               " tokens; mean +/- s.e. over seeds", fontsize=10)
-  fig.tight_layout(rect=(0, 0.1, 1, 1))
-  return workdir.save_figure(fig, "error_vs_step")
+    ax.set(xlabel="rollout step (frames)", ylabel=label, yscale=scale)
+  return workdir.save_figure(
+      fig, "error_vs_step", title="WAMRViT near the finest-patch ViT's ROI"
+      " error with fewer tokens (mean +/- s.e. over seeds)")
 
 
 def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
@@ -470,6 +463,7 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
         writer.truncate_after(-1)
         for record in records:
           writer.write(**record)
+        writer.close()
         if seed == config.seeds[0]:
           examples[variant] = steps
         logging.info("[%s seed %d] VRMSE ROI mean %.4f, global mean %.4f,"
@@ -485,7 +479,7 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
       model=model_metadata(config, num_params), seeds=list(config.seeds),
       results=[row for v, s in summary.items() for row in harness.results_of(
           v, s, RESULT_METRICS, num_samples=len(config.seeds),
-          higher_is_better=("tokens_per_s", "valid_steps"))],
+          higher_is_better=("tokens_per_s", "valid_steps"), units=UNITS)],
       paper_results=PAPER_RESULTS,
       checks=(evaluate_claim(summary, short)
               if len(summary) == len(VARIANTS) else []),

@@ -71,3 +71,38 @@ def compiled_footprint(compiled: Any) -> dict[str, int]:
   peak = (stats.argument_size_in_bytes + stats.output_size_in_bytes
           - stats.alias_size_in_bytes + stats.temp_size_in_bytes)
   return {"peak_bytes": int(peak), "temp_bytes": int(stats.temp_size_in_bytes)}
+
+
+class CompiledCache:
+  """Ahead-of-time compiled calls and their :func:`compiled_footprint`, one per signature.
+
+  ``cache(fn, *args)`` returns ``(compiled, footprint)``: ``jax.jit(fn)``
+  lowered and compiled for the arguments' tree structure, shapes and dtypes,
+  compiled once per ``fn`` object and signature (e.g. once for every domain
+  of a sequence padded to one shape). ``compiled`` accepts only arguments of
+  that signature; the arguments' leaves must be arrays.
+
+  Example:
+    >>> cache = CompiledCache()
+    >>> double = lambda x: 2 * x
+    >>> compiled, footprint = cache(double, jax.numpy.ones(3))
+    >>> compiled(jax.numpy.ones(3)).tolist(), sorted(footprint)
+    ([2.0, 2.0, 2.0], ['peak_bytes', 'temp_bytes'])
+    >>> cache(double, jax.numpy.zeros(3))[0] is compiled, len(cache)
+    (True, 1)
+  """
+
+  def __init__(self):
+    self._compiled = {}
+
+  def __call__(self, fn: Callable[..., Any], *args: Any
+               ) -> tuple[Any, dict[str, int]]:
+    signature = (fn, jax.tree.structure(args),
+                 tuple((x.shape, x.dtype) for x in jax.tree.leaves(args)))
+    if signature not in self._compiled:
+      compiled = jax.jit(fn).lower(*args).compile()
+      self._compiled[signature] = compiled, compiled_footprint(compiled)
+    return self._compiled[signature]
+
+  def __len__(self) -> int:
+    return len(self._compiled)

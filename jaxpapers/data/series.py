@@ -202,6 +202,17 @@ class ChronologicalSplit(NamedTuple):
       raise ValueError(f"segment must be one of {tuple(bounds)}, got {name!r}.")
     return bounds[name]
 
+  def windows(self, name: str, lookback: int, horizon: int, *,
+              stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sliding_windows` whose truths lie in segment ``name``.
+
+    Contexts may reach back into the previous segment: the past is observed
+    at forecast time.
+    """
+    start, stop = self.segment(name)
+    return sliding_windows(self.values, lookback, horizon, start=start,
+                           stop=stop, stride=stride)
+
 
 def chronological_split(
     values: np.ndarray, fractions: tuple[float, float, float] = (0.7, 0.1, 0.2)

@@ -471,6 +471,21 @@ def update(state: EMCState, graph: GraphsTuple) -> EMCState:
                         previous_memory=state.memory, model=model)
 
 
+# The named variants of our reconstruction (``docs/emc.md``): the options of
+# ``adapter(**VARIANTS[name])``.
+VARIANTS = {
+    "emc": {},
+    "emc_coral": {"predict": "coral"},
+    "emc_bn": {"predict": "bn"},
+    "emc_im_replay": {"adapt": "im_replay"},
+    "emc_evolve_none": {"evolve": "none"},
+    "emc_evolve_drift": {"evolve": "drift"},
+    "emc_evolve_transition": {"evolve": "transition"},
+    # T3A-style: prototypes of confident target nodes, no prior, no evolution.
+    "t3a": {"evolve": "none", "lam": 0.0},
+}
+
+
 def adapter(**options) -> Adapter:
   """EMC behind the common :class:`~jaxpapers.graph.tta.Adapter` protocol."""
   EMCOptions(**options)  # fail early on a bad option

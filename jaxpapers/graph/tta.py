@@ -11,16 +11,19 @@ The evaluation follows GCAL's code: after adapting to domain i the method
 predicts every domain j <= i (column 0: the source test split), giving the
 accuracy matrix ``R[i][j]``. From it, average performance ``AP_i = mean_j<=i
 R[i][j]`` and forgetting ``F_i = mean_j<i (R[j][j] - R[i][j])``; GCAL reports
-``mean_gain = -F_i``.
+``mean_gain = -F_i``. :func:`adapt_sequence` runs a method through a
+sequence, :func:`accuracy_matrix` and :func:`continual_metrics` summarise
+its evaluation.
 """
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers import profiling
 from jaxpapers.graph.graphs import GraphsTuple
 
 
@@ -28,6 +31,99 @@ class Adapter(NamedTuple):
   init: Callable[..., Any]
   update: Callable[[Any, GraphsTuple], Any]
   predict: Callable[[Any, GraphsTuple], jax.Array]
+
+
+class AdaptationRun(NamedTuple):
+  """One method's pass through a domain sequence (:func:`adapt_sequence`).
+
+  Attributes:
+    method: the adapter.
+    graphs: the domains; ``graphs[0]`` is the labelled source.
+    states: ``states[0]`` from ``init`` on the source, ``states[i]`` after
+      target domain ``i``.
+    updates: ``updates[i - 1]``, the compiled update that took
+      ``states[i - 1]`` and ``graphs[i]`` to ``states[i]``.
+    footprints: ``footprints[i - 1]``, that update's compiled memory
+      (:func:`jaxpapers.profiling.compiled_footprint`).
+  """
+
+  method: Adapter
+  graphs: Sequence[GraphsTuple]
+  states: list[Any]
+  updates: list[Callable[[Any, GraphsTuple], Any]]
+  footprints: list[dict[str, int]]
+
+  def accuracy_rows(self, accuracy: Callable[..., Any], labels: Sequence[Any],
+                    masks: Sequence[Any]) -> list[list[float]]:
+    """The rows ``R[i][:i + 1]`` of the accuracy matrix, one per state.
+
+    ``R[i][j] = accuracy(predict(states[i], graphs[j]), labels[j],
+    masks[j])``: after domain ``i`` the method predicts every domain
+    ``j <= i`` (``masks[0]``: the source's test split), as in GCAL's code.
+    """
+    return [[float(accuracy(self.method.predict(state, self.graphs[j]),
+                            labels[j], masks[j])) for j in range(i + 1)]
+            for i, state in enumerate(self.states)]
+
+  def replay(self) -> list[Any]:
+    """Every target's update again, from the state before it (the updates are pure)."""
+    return [update(state, graph) for update, state, graph
+            in zip(self.updates, self.states, self.graphs[1:])]
+
+  def update_seconds(self, repeats: int = 3) -> list[float]:
+    """Per target domain, the seconds of its update: a warm-up, then the best of ``repeats``."""
+    return [profiling.time_jitted(update, state, graph, repeats=repeats)
+            for update, state, graph
+            in zip(self.updates, self.states, self.graphs[1:])]
+
+
+def adapt_sequence(method: Adapter, model: Any, graphs: Sequence[GraphsTuple],
+                   source_labels: Any, source_labelled: Any, key: jax.Array,
+                   cache: profiling.CompiledCache | None = None
+                   ) -> AdaptationRun:
+  """Adapts ``method`` from the labelled source ``graphs[0]`` through the targets ``graphs[1:]``.
+
+  ``method.init`` sees ``model``, the source graph, its labels and the mask
+  of labelled nodes; each target's ``update`` is compiled ahead of time by
+  ``cache``: share one cache to compile a method once for every domain and
+  run of one padded shape (e.g. :class:`~jaxpapers.graph.domains.PaddedDomains`).
+  """
+  cache = profiling.CompiledCache() if cache is None else cache
+  states = [method.init(model, graphs[0], source_labels, source_labelled, key)]
+  updates, footprints = [], []
+  for graph in graphs[1:]:
+    update, footprint = cache(method.update, states[-1], graph)
+    updates.append(update)
+    footprints.append(footprint)
+    states.append(update(states[-1], graph))
+  return AdaptationRun(method, graphs, states, updates, footprints)
+
+
+def accuracy_matrix(rows: Sequence[Sequence[float]]) -> np.ndarray:
+  """``R`` from its rows, ``rows[i] = R[i][:i + 1]``; NaN above the diagonal.
+
+  Example:
+    >>> accuracy_matrix([[0.9], [0.8, 0.6]]).tolist()
+    [[0.9, nan], [0.8, 0.6]]
+  """
+  r = np.full((len(rows), len(rows)), np.nan)
+  for i, row in enumerate(rows):
+    r[i, : len(row)] = row
+  return r
+
+
+def continual_metrics(matrix: np.ndarray) -> dict[str, Any]:
+  """The final average performance and forgetting, ``R[i][i]`` and the curve ``AP_i``.
+
+  Example:
+    >>> metrics = continual_metrics(np.array([[1.0, np.nan], [0.75, 0.5]]))
+    >>> metrics["average_performance"], metrics["forgetting"], metrics["ap_curve"]
+    (0.625, 0.25, [1.0, 0.625])
+  """
+  r = np.asarray(matrix)
+  return {"average_performance": average_performance(r),
+          "forgetting": forgetting(r), "diagonal": np.diag(r).tolist(),
+          "ap_curve": [average_performance(r, i) for i in range(r.shape[0])]}
 
 
 def average_performance(accuracy_matrix: np.ndarray, step: int | None = None

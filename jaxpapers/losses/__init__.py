@@ -8,4 +8,6 @@ from jaxpapers.losses.rollout_consistency import HorizonErrors
 from jaxpapers.losses.rollout_consistency import rollout_consistency
 from jaxpapers.losses.rollout_consistency import rollout_consistency_exact
 from jaxpapers.losses.rollout_consistency import shift_feedback
+from jaxpapers.losses.rollout_consistency import teacher_forcing_loss
+from jaxpapers.losses.rollout_consistency import unrolled_loss
 from jaxpapers.losses.rollout_consistency import valid_prediction_time

@@ -410,6 +410,107 @@ def free_running_rollout(
   return rows[:horizon]
 
 
+def teacher_forcing_loss(
+    predict_fn: PredictFn,
+    params: Params,
+    contexts: jax.Array,
+    targets: jax.Array,
+    lam: float | jax.Array,
+    *,
+    feedback: FeedbackFn | None = None,
+    feedback_len: int | None = None,
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+  r"""The method's loss of a batch: one-step MSE + ``lam`` * mean penalty.
+
+  .. math::
+    L = \operatorname{mean}\,(f(s_b) - y_b)^2
+        + \lambda \operatorname{mean}_b L_\text{JVP}(s_b, y_b)
+
+  with :math:`L_\text{JVP}` from :func:`rollout_consistency`. The penalty is
+  computed even at ``lam = 0`` (plain teacher forcing), so runs of several
+  lambdas, teacher forcing included, can share one vmapped step.
+
+  Args:
+    predict_fn: ``predict_fn(params, state) -> (P_out, ...)`` for one state.
+    params: the forecaster's parameters.
+    contexts: ``(B, ...)`` states.
+    targets: ``(B, P_out, ...)`` the true next blocks, shaped like the
+      predictions.
+    lam: the penalty weight.
+    feedback: the state update, default :func:`shift_feedback`.
+    feedback_len: rows fed back, default ``min(24, P_out)``.
+
+  Returns:
+    ``(loss, (task_loss, penalty))``, the form
+    ``jax.value_and_grad(..., has_aux=True)`` takes.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> predict = lambda w, s: (s[-2:] @ w)[None]  # linear AR(2)
+    >>> w, contexts = jnp.array([0.0, 0.5]), jnp.array([[1.0, 2.0, 4.0]])
+    >>> # prediction 2 vs truth 1: task loss 1; the residual 1 lands in the
+    >>> # newest slot, whose weight is 0.5: penalty 0.25
+    >>> loss, (task_loss, penalty) = teacher_forcing_loss(
+    ...     predict, w, contexts, jnp.array([[1.0]]), 2.0)
+    >>> float(loss), float(task_loss), float(penalty)
+    (1.5, 1.0, 0.25)
+  """
+  predictions = jax.vmap(predict_fn, (None, 0))(params, contexts)
+  task_loss = jnp.mean(jnp.square(predictions - targets))
+  penalty = jnp.mean(jax.vmap(lambda c, t: rollout_consistency(
+      predict_fn, params, c, t, feedback=feedback, feedback_len=feedback_len)
+  )(contexts, targets))
+  return task_loss + lam * penalty, (task_loss, penalty)
+
+
+def unrolled_loss(
+    predict_fn: PredictFn,
+    params: Params,
+    contexts: jax.Array,
+    targets: jax.Array,
+    *,
+    feedback: FeedbackFn | None = None,
+    feedback_len: int | None = None,
+) -> jax.Array:
+  """k-step unrolled training loss: MSE of free-running rollouts of a batch.
+
+  Backpropagating through it is the expensive baseline the penalty competes
+  with: the gradient runs through all ``k = targets.shape[1]`` steps of
+  :func:`free_running_rollout`.
+
+  Args:
+    predict_fn: ``predict_fn(params, state) -> (P_out, ...)`` for one state.
+    params: the forecaster's parameters.
+    contexts: ``(B, ...)`` initial states.
+    targets: ``(B, k, ...)`` the true rows following each context.
+    feedback: the state update, default :func:`shift_feedback`.
+    feedback_len: rows fed back per step, default ``min(24, P_out)``.
+
+  Returns:
+    The scalar mean squared error over the batch, the ``k`` steps and all
+    trailing axes.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> predict = lambda p, s: s[-1:] + p  # persistence with drift p
+    >>> unrolled_loss(predict, 1.0, jnp.zeros((1, 3)), jnp.ones((1, 2)))
+    Array(0.5, dtype=float32)
+  """
+  return jnp.mean(jnp.square(_rollouts(
+      predict_fn, params, contexts, targets, feedback, feedback_len) - targets))
+
+
+def _rollouts(predict_fn, params, contexts, targets, feedback, feedback_len):
+  """:func:`free_running_rollout` of every context over the targets' horizon."""
+  if len(tree_lib.shape_of(targets)) < 2:
+    raise ValueError(
+        f"targets must be (B, H, ...), got shape {tree_lib.shape_of(targets)}."
+    )
+  return jax.vmap(lambda c: free_running_rollout(
+      predict_fn, params, c, targets.shape[1], feedback=feedback,
+      feedback_len=feedback_len))(contexts)
+
+
 class HorizonErrors(NamedTuple):
   """Forecast errors per horizon step (index ``h`` = ``h + 1`` steps ahead)."""
 
@@ -459,7 +560,7 @@ def _check_batch_of_horizons(predictions: jax.Array,
 
 def valid_prediction_time(predictions: jax.Array, targets: jax.Array,
                           threshold: float) -> jax.Array:
-  """Steps a forecast stays valid: until its RMS error first exceeds ``threshold``.
+  """Steps until a forecast's RMS error first exceeds ``threshold``.
 
   The valid prediction time of chaotic-systems forecasting (e.g. Vlachas et
   al., "Backpropagation algorithms and Reservoir Computing in Recurrent
@@ -540,13 +641,8 @@ def free_running_errors(
     >>> errors.mse, errors.valid_steps
     (Array([0., 0., 1.], dtype=float32), Array([2], dtype=int32))
   """
-  if len(tree_lib.shape_of(targets)) < 2:
-    raise ValueError(
-        f"targets must be (B, H, ...), got shape {tree_lib.shape_of(targets)}."
-    )
-  rollouts = jax.vmap(lambda c: free_running_rollout(
-      predict_fn, params, c, targets.shape[1], feedback=feedback,
-      feedback_len=feedback_len))(contexts)
+  rollouts = _rollouts(predict_fn, params, contexts, targets, feedback,
+                       feedback_len)
   errors = horizon_errors(rollouts, targets)
   valid_steps = (None if vpt_threshold is None else
                  valid_prediction_time(rollouts, targets, vpt_threshold))

@@ -13,8 +13,8 @@ the expert it is routed to,
    I(D; E) = \sum_{d, e} p(d, e) \log \frac{p(d, e)}{p(d)\, p(e)},
 
 0 when every domain uses the experts alike, 1 when each expert serves one
-domain only. The paper shows the specialisation qualitatively; this score is
-our reconstruction (see docs/emo.md).
+domain only. The paper reports the specialisation (abstract); this score of it
+is our reconstruction (see docs/emo.md).
 """
 
 import math

@@ -5,6 +5,10 @@ and run with every player on its own device of a ``jax.make_mesh`` (or all
 on one device), counting communication rounds and oracle calls.
 """
 
+from jaxpapers.saddle.baselines import BASELINE_NAMES
+from jaxpapers.saddle.baselines import textbook_baseline
+from jaxpapers.saddle.complexity import growth_against_bound
+from jaxpapers.saddle.complexity import loglog_slope
 from jaxpapers.saddle.decoupled import DecoupledMethod
 from jaxpapers.saddle.decoupled import DecoupledState
 from jaxpapers.saddle.decoupled import dm_sp
@@ -13,6 +17,8 @@ from jaxpapers.saddle.decoupled import ergodic_average
 from jaxpapers.saddle.execution import gather_to_host
 from jaxpapers.saddle.execution import init
 from jaxpapers.saddle.execution import Method
+from jaxpapers.saddle.execution import player_mesh
+from jaxpapers.saddle.execution import replicated
 from jaxpapers.saddle.execution import run
 from jaxpapers.saddle.execution import Trace
 from jaxpapers.saddle.extragradient import Extragradient

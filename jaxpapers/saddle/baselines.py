@@ -36,8 +36,9 @@ def textbook_baseline(name: str, game: Game,
     >>> from jaxpapers import saddle
     >>> game = saddle.random_saddle_game(jax.random.key(0), 4, l_xx=2.0,
     ...                                  l_xy=1.0, mu=0.5)
-    >>> float(saddle.textbook_baseline("extragradient", game).step_size)
-    0.3333333432674408
+    >>> method = saddle.textbook_baseline("optimistic_gda", game)
+    >>> round(method.step_size * float(saddle.lipschitz_bound(game)), 6)
+    0.5
   """
   lipschitz = float(lipschitz_bound(game))
   if name == "extragradient":

@@ -318,6 +318,36 @@ def _run(method, game, state, stop_residual, max_residual, step_limit, *,
   return state, trace
 
 
+def player_mesh(num_players: int) -> jax.sharding.Mesh:
+  """A mesh with one of the first ``num_players`` devices per player.
+
+  Its single (explicit) axis is ``"players"``, as :func:`init` and
+  :func:`run` expect; under ``jax.distributed`` the devices may belong to
+  different processes.
+  """
+  if jax.device_count() < num_players:
+    raise ValueError(f"{num_players} players need {num_players} devices (one"
+                     f" each), found {jax.device_count()}.")
+  return jax.make_mesh((num_players,), (PLAYER_AXIS,),
+                       axis_types=(jax.sharding.AxisType.Explicit,),
+                       devices=jax.devices()[:num_players])
+
+
+def replicated(value: Any, mesh: jax.sharding.Mesh | None) -> jax.Array:
+  """A host value as an array that every player (and process) holds whole.
+
+  On ``mesh`` the array is replicated over its devices, so a value every
+  process computed alike (e.g. a residual read back after a run) stays
+  usable in jitted code across processes; with ``mesh=None`` it is a plain
+  array.
+  """
+  value = np.asarray(value)
+  if mesh is None:
+    return jnp.asarray(value)
+  return jax.make_array_from_callback(
+      value.shape, jax.NamedSharding(mesh, jax.P()), lambda index: value[index])
+
+
 def gather_to_host(tree: Any) -> Any:
   """Numpy copy of a (possibly multi-process sharded) pytree, on every process."""
   if jax.process_count() == 1:

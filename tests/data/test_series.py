@@ -104,3 +104,17 @@ def test_sliding_windows_never_let_the_truth_cross_the_segment_end():
   np.testing.assert_array_equal(contexts[:, 0, 0], values[[0, 4, 8, 12, 16], 0])
   with pytest.raises(ValueError, match="no window fits"):
     data_lib.sliding_windows(values, 3, 9, start=10, stop=18)
+
+
+def test_split_windows_keep_each_truth_inside_its_segment():
+  split = data_lib.chronological_split(np.cumsum(np.ones((100, 1)), axis=0))
+  contexts, truths = split.windows("val", 5, 3)
+  # Validation truths start at row 70 and end by row 79; contexts reach back.
+  assert truths.shape == (8, 3, 1)
+  np.testing.assert_array_equal(contexts[0], split.values[65:70])
+  np.testing.assert_array_equal(truths[-1], split.values[77:80])
+  _, test_truths = split.windows("test", 5, 4, stride=2)
+  np.testing.assert_array_equal(test_truths[:, 0, 0],
+                                split.values[80:97:2, 0])
+  with pytest.raises(ValueError, match="segment must be one of"):
+    split.windows("holdout", 5, 3)

@@ -1,7 +1,6 @@
 """The EMO binary: claim checks, summaries, validation, resume, smoke run."""
 
 import json
-import math
 import os
 
 import numpy as np
@@ -27,19 +26,6 @@ def _config():
   config = emo_config.get_config()
   config.seeds = (0, 1)
   return config
-
-
-def test_mutual_information_of_usage_is_zero_to_one():
-  uniform = np.full((2, 1, 4), 0.25)
-  disjoint = np.array([[[0.5, 0.5, 0.0, 0.0]], [[0.0, 0.0, 0.5, 0.5]]])
-  assert emo.domain_mutual_information(uniform) == pytest.approx(0.0, abs=1e-12)
-  assert emo.domain_mutual_information(disjoint) == pytest.approx(1.0)
-  half = np.array([[[0.5, 0.25, 0.25]], [[0.0, 0.25, 0.75]]])
-  joint = half[:, 0] / 2
-  px, py = joint.sum(1, keepdims=True), joint.sum(0, keepdims=True)
-  nz = joint > 0
-  expected = np.sum(joint[nz] * np.log(joint[nz] / (px @ py)[nz])) / math.log(2)
-  assert emo.domain_mutual_information(half) == pytest.approx(expected)
 
 
 CHECK_IDS = ("full_models_about_equal", "standard_degrades_more_at_25pct",
@@ -107,6 +93,9 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   run_data = report["run_data"]
   assert len(run_data["figures"]) == 2
   assert [c["id"] for c in run_data["checks"]] == list(CHECK_IDS)
+  units = {r["metric"]: r["unit"] for r in run_data["results"]}
+  assert units["full_bpb"] == units["delta_0.125"] == "bits/byte"
+  assert units["relative_delta_0.25"] == units["domain_nmi"] == "proportion"
   summary = run_data["summary"]
   for kind in ("standard", "emo"):
     full = summary[kind]["mean"]["full_bpb"][0]

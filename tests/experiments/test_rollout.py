@@ -49,7 +49,7 @@ def test_steps_not_a_multiple_of_the_chunk_are_refused(tmp_path):
 def test_members_of_one_seed_start_alike():
   config = rollout_config.get_config("smoke")
   group = rollout.groups_for("lorenz96", "mlp", config)[0]
-  task = rollout.Task("lorenz96", "", 8, 8, (1, 5, 10, 20), None, None, None)
+  task = rollout.Task("", 8, 8, (1, 5, 10, 20), None, None, None)
   _, state, data_keys = rollout.init_group(group, task, config)
   assert group.seeds == (0, 1, 0, 1, 0, 1)
   leaves = jax.tree.leaves(state.params)
@@ -63,7 +63,8 @@ def test_members_of_one_seed_start_alike():
 
 
 def _summary(method, lam, mse_h1, mse_long, val=1.0):
-  return {"method": method, "lam": lam, "val_mse": val, "test_mse_h1": mse_h1,
+  return {"model": "mlp", "method": method, "lam": lam, "val_mse": val,
+          "test_mse_h1": mse_h1,
           "test_mse_h1_se": 0.01, "test_mse_h20": mse_long,
           "test_mse_h20_se": 0.1,
           "test_mse_longest_per_seed": [mse_long - 0.1, mse_long + 0.1]}
@@ -71,10 +72,17 @@ def _summary(method, lam, mse_h1, mse_long, val=1.0):
 
 def test_lambda_is_chosen_on_validation_among_penalized_runs():
   summaries = [_summary("tf", 0.0, 1, 1, val=0.1),
-               _summary("jvp0.01", 0.01, 1, 1, val=0.5),
                _summary("jvp1", 1.0, 1, 1, val=0.3),
+               _summary("jvp0.01", 0.01, 1, 1, val=0.5),
                _summary("unroll4", 0.0, 1, 1, val=0.01)]
-  assert rollout.select_lambda(summaries)["lam"] == 1.0
+  task = rollout.Task("", 8, 8, (1, 5, 10, 20), None, None, None)
+  setting = rollout.setting_of("lorenz96", task, summaries)
+  assert setting["jvp"]["lam"] == 1.0
+  assert setting["tf"] is summaries[0] and setting["longest"] == 20
+  assert [x["lam"] for x in setting["sweep"]] == [0.01, 1.0]
+  assert [x["method"] for x in setting["headline"]] == ["tf", "jvp1", "unroll4"]
+  assert setting["metrics"] == ["test_mse_h1", "test_mse_h5", "test_mse_h10",
+                                "test_mse_h20", "vpt"]
 
 
 @pytest.mark.parametrize("jvp_long,jvp_h1,wins,similar", [
@@ -104,7 +112,7 @@ def test_summaries_average_members_of_each_lambda_over_seeds():
   test_mse = np.arange(6 * horizon, dtype=np.float64).reshape(6, horizon)
   record = {"test_mse": test_mse, "test_mae": test_mse / 2,
             "val_mse": np.arange(6.0), "vpt": np.zeros(6)}
-  task = rollout.Task("sunspots", "", 24, 1, (1, 11, 22), None, None, None)
+  task = rollout.Task("", 24, 1, (1, 11, 22), None, None, None)
   summaries = rollout.summarize(group, record, task)
   assert [s["method"] for s in summaries] == ["tf", "jvp0.01", "jvp1"]
   tf = summaries[0]
@@ -126,6 +134,10 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
       "jvp_beats_tf_lorenz96_dlinear", "jvp_beats_tf_lorenz96_mlp",
       "jvp_beats_tf_in_majority", "one_step_error_similar"]
   assert "shared/papers" not in report["benchmark_metadata"]["paper"]["url"]
+  units = {r["metric"]: r["unit"] for r in run_data["results"]}
+  assert units["vpt"] == "steps" and units["test_mse_h22"] == "z-units^2"
+  assert any(r["evaluation_name"] == "lorenz96/mlp/unroll4"
+             and r["metric"] == "vpt" for r in run_data["results"])
   summaries = run_data["summaries"]
   assert {s["method"] for s in summaries} == {"tf", "jvp0.01", "jvp1",
                                               "unroll4"}

@@ -284,7 +284,7 @@ def test_horizon_errors_match_numpy():
 
 
 def _numpy_valid_steps(pred, truth, threshold):
-  """Reference: walk each window's steps until the channel-RMS error is too big."""
+  """Reference: walk each window until its channel-RMS error is too big."""
   out = []
   for window_pred, window_truth in zip(pred, truth):
     steps = 0

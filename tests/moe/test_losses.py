@@ -84,13 +84,18 @@ def test_training_loss_adds_the_weighted_parts():
   rng = np.random.default_rng(0)
   logits = rng.normal(size=(2, 5, 7)) * 3
   targets = rng.integers(0, 7, size=(2, 5))
-  aux = {"load_balance": jnp.float32(2.4), "router_z": jnp.float32(6.0)}
-  total, parts = moe.training_loss(jnp.asarray(logits, jnp.float32),
-                                   jnp.asarray(targets), aux, num_layers=2)
+  args = (jnp.asarray(logits, jnp.float32), jnp.asarray(targets),
+          {"load_balance": jnp.float32(2.4), "router_z": jnp.float32(6.0)})
+  total, parts = moe.training_loss(*args, num_layers=2, lm_z_weight=0.5,
+                                   load_balance_weight=0.2, router_z_weight=0.1)
   log_z = np.log(np.exp(logits).sum(-1))
   ce = np.mean(log_z - np.take_along_axis(logits, targets[..., None], -1)[..., 0])
-  expected = ce + 1e-5 * np.mean(log_z ** 2) + 0.1 * 1.2 + 0.001 * 3.0
   assert float(parts["ce"]) == pytest.approx(ce, rel=1e-5)
   assert float(parts["load_balance"]) == pytest.approx(1.2)
   assert float(parts["router_z"]) == pytest.approx(3.0)
+  expected = ce + 0.5 * np.mean(log_z ** 2) + 0.2 * 1.2 + 0.1 * 3.0
   assert float(total) == pytest.approx(expected, rel=1e-5)
+  # The defaults are the authors' weights.
+  default_total, _ = moe.training_loss(*args, num_layers=2)
+  expected = ce + 1e-5 * np.mean(log_z ** 2) + 0.1 * 1.2 + 0.001 * 3.0
+  assert float(default_total) == pytest.approx(expected, rel=1e-6)

@@ -7,14 +7,8 @@ import pytest
 
 from jaxpapers import saddle
 
-BASELINES = {
-    "gda": lambda game: saddle.gda(
-        float(game.monotonicity) / float(saddle.lipschitz_bound(game)) ** 2),
-    "extragradient": lambda game: saddle.extragradient(
-        1 / float(saddle.lipschitz_bound(game))),
-    "optimistic_gda": lambda game: saddle.optimistic_gda(
-        0.5 / float(saddle.lipschitz_bound(game))),
-}
+BASELINES = {name: lambda game, name=name: saddle.textbook_baseline(name, game)
+             for name in saddle.BASELINE_NAMES}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -121,6 +115,21 @@ def test_decoupled_method_solves_the_robust_regression():
     saddle.robust_regression(features, targets, num_nodes=3, beta=1.0)
 
 
+@pytest.mark.parametrize("multiplier", [1.0, 0.5])
+def test_textbook_baselines_take_their_textbook_steps(saddle_game, multiplier):
+  lipschitz = float(saddle.lipschitz_bound(saddle_game))
+  mu = float(saddle_game.monotonicity)
+  steps = {name: saddle.textbook_baseline(name, saddle_game,
+                                          multiplier).step_size
+           for name in saddle.BASELINE_NAMES}
+  assert steps == {"extragradient": multiplier / lipschitz,
+                   "optimistic_gda": multiplier * 0.5 / lipschitz,
+                   "gda": multiplier * mu / lipschitz**2}
+  assert isinstance(saddle.textbook_baseline("gda", saddle_game), saddle.GDA)
+  with pytest.raises(ValueError, match="unknown baseline 'adam'"):
+    saddle.textbook_baseline("adam", saddle_game)
+
+
 @pytest.mark.parametrize("name,rounds,oracle_calls", [
     ("gda", [1, 2, 3], [1, 2, 3]),
     ("extragradient", [2, 4, 6], [2, 4, 6]),
@@ -189,10 +198,28 @@ def test_decoupled_counters_match_a_hand_count(count_scalar_allreduce):
   assert state.num_stages.tolist() == [3, 3]
 
 
-def _mesh(n):
-  return jax.make_mesh((n,), (saddle.PLAYER_AXIS,),
-                       axis_types=(jax.sharding.AxisType.Explicit,),
-                       devices=jax.devices()[:n])
+_mesh = saddle.player_mesh
+
+
+def test_player_mesh_has_one_device_per_player():
+  mesh = saddle.player_mesh(4)
+  assert dict(mesh.shape) == {saddle.PLAYER_AXIS: 4}
+  assert list(mesh.devices) == jax.devices()[:4]
+  too_many = jax.device_count() + 1
+  with pytest.raises(ValueError,
+                     match=f"{too_many} players need {too_many} devices"):
+    saddle.player_mesh(too_many)
+
+
+def test_replicated_puts_the_whole_value_on_every_device():
+  mesh = saddle.player_mesh(2)
+  value = np.arange(3.0)
+  on_mesh = saddle.replicated(value, mesh)
+  assert on_mesh.sharding.is_fully_replicated
+  assert len(on_mesh.sharding.device_set) == 2
+  np.testing.assert_array_equal(on_mesh, value)
+  plain = saddle.replicated(np.float64(2.5), None)
+  assert plain.shape == () and float(plain) == 2.5
 
 
 @pytest.mark.parametrize("num_players,name", [
