@@ -181,7 +181,7 @@ def sweep(config, workdir, mesh):
 
 
 def scaling_table(best, config):
-  """Measured vs predicted (BOUNDS) growth in L_xx / L_xy, per method and cost."""
+  """Measured vs predicted (BOUNDS) growth in L_xx / L_xy, per method, cost."""
   rows = []
   for name, kind in itertools.product(config.methods, COSTS):
     mine = [best[(name, r)] for r in sorted(config.ratios)]
@@ -281,7 +281,7 @@ def table_markdown(best, table, config):
 
 
 def statement_of_agreement(table):
-  """Where the measured growth agrees with our reconstructed bounds, in words."""
+  """Where the measured growth agrees with our reconstructed bounds (words)."""
   rows = lambda agrees: [r for r in table if r["agrees"] is agrees
                          and r["predicted_slope"] is not None]
   parts = [

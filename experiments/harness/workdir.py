@@ -344,7 +344,8 @@ class Workdir:
                    fontsize=8, frameon=False)
     if title:
       fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # a constrained layout lays itself out
+      fig.tight_layout()
     path = os.path.join(self.path, f"{name}.png")
     if self.is_writer:
       fig.savefig(path, dpi=120, bbox_inches="tight")

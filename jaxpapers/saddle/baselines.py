@@ -1,12 +1,12 @@
 """The baselines with their textbook step sizes.
 
-With :math:`L = \\max_i L_{ii} + L_{xy}` (:func:`~jaxpapers.saddle.lipschitz_bound`)
-and :math:`\\mu` the game's strong monotonicity: Extragradient takes
-:math:`1/L` (Korpelevich, "The extragradient method for finding saddle points
-and other problems", 1976), optimistic GDA :math:`1/(2L)` (Popov, "A
-modification of the Arrow-Hurwicz method for search of saddle points", 1980)
-and simultaneous GDA :math:`\\mu/L^2`, the classical safe step on a strongly
-monotone game.
+With :math:`L = \\max_i L_{ii} + L_{xy}`
+(:func:`~jaxpapers.saddle.lipschitz_bound`) and :math:`\\mu` the game's
+strong monotonicity: Extragradient takes :math:`1/L` (Korpelevich, "The
+extragradient method for finding saddle points and other problems", 1976),
+optimistic GDA :math:`1/(2L)` (Popov, "A modification of the Arrow-Hurwicz
+method for search of saddle points", 1980) and simultaneous GDA
+:math:`\\mu/L^2`, the classical safe step on a strongly monotone game.
 """
 
 from jaxpapers.saddle.execution import Method

@@ -13,7 +13,7 @@ import numpy as np
 
 
 def loglog_slope(xs: Sequence[float], values: Sequence[float]) -> float | None:
-  """The least-squares slope of log ``values`` in log ``xs``; None from one x."""
+  """The least-squares slope of log ``values`` in log ``xs`` (None from one)."""
   if len(xs) < 2:
     return None
   return float(np.polyfit(np.log(xs), np.log(values), 1)[0])
