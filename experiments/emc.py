@@ -353,8 +353,7 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   timed = {"emc", "gcal"} <= set(config.methods)
   workdir.plan(len(config.sequences)
                * (len(config.seeds) * (1 + len(config.methods)) + timed))
-  summary, time_ratios, provenance = {}, {}, {}
-  cache = profiling.CompiledCache()  # one compile per method and shape
+  summary, time_ratios, provenance, cache = {}, {}, {}, profiling.CompiledCache()
   for name in config.sequences:
     sequences = {seed: SEQUENCES[name](seed=seed, **config[name].to_dict())
                  for seed in config.seeds}
