@@ -9,6 +9,9 @@
   -- frozen, Tent, direct (IM) adaptation, and a GCAL-style generative memory.
 * :mod:`jaxpapers.graph.domains` -- drifting domain sequences (contextual SBM,
   digits k-NN graphs).
+* :mod:`jaxpapers.graph.tta` -- the :class:`Adapter` protocol, a method's run
+  through a sequence (:func:`~jaxpapers.graph.tta.adapt_sequence`) and the
+  accuracy-matrix metrics (average performance, forgetting).
 """
 
 from jaxpapers.graph import baselines

@@ -268,3 +268,12 @@ def test_graph_sharded_over_an_explicit_mesh_gives_the_same_results(setup):
   expected = emc.update(state, graph)
   np.testing.assert_allclose(adapted.memory, expected.memory, atol=1e-5)
   np.testing.assert_allclose(log_probs, emc.predict(expected, graph), atol=1e-5)
+
+
+def test_named_variants_are_valid_options_of_the_adapter():
+  assert emc.VARIANTS["emc"] == {}  # the defaults
+  for name, options in emc.VARIANTS.items():
+    method = emc.adapter(**options)
+    assert method.update is emc.update, name
+  with pytest.raises(ValueError, match="evolve"):
+    emc.adapter(evolve="sideways")
