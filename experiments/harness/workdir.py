@@ -215,6 +215,12 @@ class Workdir:
             + "\nNothing is resumed across configs: pass another --workdir,"
             " or --overwrite to discard the old results.")
     elif contents:
+      if "config.json" not in contents:
+        # Never empty a folder that is not a workdir (say, --workdir .).
+        raise WorkdirError(
+            f"{self.path} holds files but no config.json, so it is not a"
+            " workdir; --overwrite deletes only workdirs: pass another"
+            " --workdir or empty it yourself.")
       logging.warning("--overwrite: discarding %s", ", ".join(sorted(contents)))
       for entry in contents:
         target = os.path.join(self.path, entry)

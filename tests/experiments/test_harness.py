@@ -295,3 +295,11 @@ def test_metrics_also_go_to_tensorboard_and_resume_purges(workdir):
   directory = os.path.join(workdir.path, "tensorboard", "tb")
   assert _tensorboard_scalars(directory) == [("w", 10, 1.0), ("w", 20, 2.0),
                                              ("w", 30, 3.0)]
+
+
+def test_overwrite_never_empties_a_folder_that_is_not_a_workdir(tmp_path):
+  (tmp_path / "precious.txt").write_text("keep me")
+  config = ml_collections.ConfigDict({"lr": 0.1})
+  with pytest.raises(harness.WorkdirError, match="not a workdir"):
+    harness.Workdir(str(tmp_path), config, "toy", overwrite=True)
+  assert (tmp_path / "precious.txt").read_text() == "keep me"
