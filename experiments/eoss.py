@@ -103,13 +103,16 @@ def train_chunk(params, first_step, learning_rate, data, data_key, *,
   return params, step_sharpness, jnp.mean(losses)
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("batch_size", "bs_draws", "lanczos_iters", "lanczos_tol"),
-)
-def measure(params, eigenvector, data, key, *, batch_size: int, bs_draws: int,
-            lanczos_iters: int, lanczos_tol: float):
-  """BS, lambda_max and the loss at ``params``; returns (scalars, eigenvector)."""
+@functools.partial(jax.jit, static_argnames=("batch_size", "settings"))
+def measure(params, eigenvector, data, key, *, batch_size: int,
+            settings: harness.StaticConfig):
+  """BS, lambda_max and the loss at ``params``; returns (scalars, eigenvector).
+
+  ``settings`` is ``config.measure`` (draws, Lanczos budget and tolerance).
+  """
+  bs_draws, lanczos_iters, lanczos_tol = (
+      settings.value.bs_draws, settings.value.lanczos_iters,
+      settings.value.lanczos_tol)
   num_examples = data[0].shape[0]
   if batch_size == num_examples:
     # Every full-batch "draw" is the same batch: one draw is exact.
@@ -146,10 +149,6 @@ def grid_name(learning_rate: float, batch_size: int) -> str:
   return f"lr{learning_rate:g}_b{batch}"
 
 
-def run_name(learning_rate: float, batch_size: int, seed: int) -> str:
-  return f"{grid_name(learning_rate, batch_size)}_seed{seed}"
-
-
 def train_run(config, workdir, data, learning_rate, batch_size, seed):
   """Trains (or resumes) one run; returns its metric records."""
   num_examples = data[0].shape[0]
@@ -164,11 +163,8 @@ def train_run(config, workdir, data, learning_rate, batch_size, seed):
       lambda p, k: jax.random.normal(k, p.shape, p.dtype), params,
       optax.tree.split_key_like(eig_key, params),
   )
-  measure_fn = functools.partial(
-      measure, batch_size=b, bs_draws=config.measure.bs_draws,
-      lanczos_iters=config.measure.lanczos_iters,
-      lanczos_tol=config.measure.lanczos_tol,
-  )
+  measure_fn = functools.partial(measure, batch_size=b,
+                                 settings=harness.StaticConfig(config.measure))
 
   def measure_state(state, **interval_stats):
     key = jax.random.fold_in(measure_key, state.step)
@@ -198,7 +194,7 @@ def train_run(config, workdir, data, learning_rate, batch_size, seed):
 
   state = TrainState(jnp.int32(0), params, eigenvector, jnp.bool_(False))
   return workdir.train(
-      run_name(learning_rate, batch_size, seed), state, chunk,
+      f"{grid_name(learning_rate, batch_size)}_seed{seed}", state, chunk,
       num_steps=(config.full_batch_num_steps if batch_size == 0
                  else config.num_steps),
       checkpoint_every=config.checkpoint_every, initial=measure_state,
@@ -213,6 +209,7 @@ def summarize_run(records, learning_rate, batch_size, tail_fraction):
   tail = [r for r in records if r["step"] >= start and r["step"] > 0]
   bs = np.array([r["batch_sharpness"] for r in tail])
   lam = np.array([r["lambda_max"] for r in tail])
+  gni = [r["gni"] for r in tail if "gni" in r]
   return {
       "learning_rate": learning_rate,
       "batch_size": batch_size,
@@ -222,7 +219,7 @@ def summarize_run(records, learning_rate, batch_size, tail_fraction):
       "final_loss": records[-1]["loss"],
       "bs_median": float(np.median(bs)),
       "lambda_max_median": float(np.median(lam)),
-      "gni_median": _median([r["gni"] for r in tail if "gni" in r]),
+      "gni_median": float(np.median(gni)) if gni else float("nan"),
       "bs_over_threshold": float(np.median(bs) / threshold),
       "lambda_max_over_threshold": float(np.median(lam) / threshold),
   }
@@ -351,20 +348,15 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
 
 
 def paper_results(config):
-  """The paper's numbers, in our units (multiples of 2/eta), for each grid cell."""
-  rows = []
-  for lr in config.learning_rates:
-    for b in config.batch_sizes:
-      if b:
-        rows.append(harness.paper_result(
-            grid_name(lr, b), "Batch Sharpness stabilises at 2/eta (abstract).",
-            metric="bs_over_threshold", score=1.0, unit=UNIT))
-      else:
-        rows.append(harness.paper_result(
-            grid_name(lr, b), "Full-batch GD: lambda_max stabilises around"
-            " 2/eta (Cohen et al., 2021, arXiv 2103.00065).",
-            metric="lambda_max_over_threshold", score=1.0, unit=UNIT))
-  return rows + QUALITATIVE_RESULTS
+  """The paper's numbers in our units (multiples of 2/eta), per grid cell."""
+  return [harness.paper_result(
+      grid_name(lr, b), "Batch Sharpness stabilises at 2/eta (abstract)." if b
+      else "Full-batch GD: lambda_max stabilises around 2/eta (Cohen et al.,"
+      " 2021, arXiv 2103.00065).",
+      metric="bs_over_threshold" if b else "lambda_max_over_threshold",
+      score=1.0, unit=UNIT)
+          for lr in config.learning_rates for b in config.batch_sizes
+          ] + QUALITATIVE_RESULTS
 
 
 def model_metadata(config):
@@ -382,10 +374,6 @@ def validate(config):
     if config[field] % config.measure_every:
       raise ValueError(f"{field}={config[field]} must be a multiple of"
                        f" measure_every={config.measure_every}.")
-
-
-def _median(values):
-  return float(np.median(values)) if values else float("nan")
 
 
 if __name__ == "__main__":

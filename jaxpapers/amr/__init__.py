@@ -3,12 +3,20 @@
 Balanced quadtrees built under ``jit`` from dense fields, leaf tokens in
 uniform and native storage, 3-axis rotary embeddings over (x, y, scale),
 cell-space regridding, the WAMRViT (uniform and native storage) / uniform ViT
-models, their training objective (:mod:`jaxpapers.amr.training`) and their
-inference rollouts with regridding (:mod:`jaxpapers.amr.rollout`).
+models, their training objective and batches (:mod:`jaxpapers.amr.training`),
+their inference rollouts with regridding (:mod:`jaxpapers.amr.rollout`) and
+the rollouts' per-step VRMSE on the field and the region of interest
+(:mod:`jaxpapers.amr.evaluation`).
 :mod:`jaxpapers.amr.reference` holds the slow Python reference that tests and
 benchmarks compare against.
 """
 
+from jaxpapers.amr.evaluation import evaluate_rollout
+from jaxpapers.amr.evaluation import model_rollout
+from jaxpapers.amr.evaluation import region_of_interest
+from jaxpapers.amr.evaluation import StageTimer
+from jaxpapers.amr.evaluation import summarize_rollout
+from jaxpapers.amr.evaluation import vrmse
 from jaxpapers.amr.native import ExpandBlock
 from jaxpapers.amr.native import NativeWAMRViT
 from jaxpapers.amr.native import pixel_shuffle
@@ -31,12 +39,17 @@ from jaxpapers.amr.rollout import native_rollout
 from jaxpapers.amr.rollout import quadtree_rollout
 from jaxpapers.amr.rollout import regrid_native
 from jaxpapers.amr.rollout import RolloutStep
+from jaxpapers.amr.rollout import uniform_rollout
 from jaxpapers.amr.rope import rope_3d
 from jaxpapers.amr.tokens import detokenize
 from jaxpapers.amr.tokens import tokenize
+from jaxpapers.amr.training import batch_loss
 from jaxpapers.amr.training import pushforward_loss
 from jaxpapers.amr.training import relative_l2
 from jaxpapers.amr.training import residual_step
+from jaxpapers.amr.training import sample_batch
+from jaxpapers.amr.training import trajectory_meshes
+from jaxpapers.amr.training import TrainingBatch
 from jaxpapers.amr.vit import BackboneConfig
 from jaxpapers.amr.vit import ParallelBlock
 from jaxpapers.amr.vit import patchify

@@ -30,6 +30,10 @@ stage is one jitted call made through ``call(stage, fn, *args)`` with
 ``stage`` ``"model"`` or ``"regrid"``, so a caller can time or profile the
 two separately (this module does no timing).
 
+:func:`uniform_rollout` is the uniform-patch baseline with the same steps
+and hook; :func:`jaxpapers.amr.model_rollout` picks the rollout of a
+residual model.
+
 Our reconstruction (see ``docs/wamrvit.md``): regridding every step, and the
 native regrid deciding from the leaves' area-averaged patches, the rule of
 uniform storage (:func:`jaxpapers.amr.regrid` reads uniform tokens).
@@ -99,7 +103,8 @@ class RolloutStep(NamedTuple):
 
   fields: jax.Array  # (B, H, W, C) after the step
   num_tokens: jax.Array  # int32 (B,): leaves the model read at this step
-  trees: Quadtree  # batched, full budget: the meshes after the step
+  trees: Quadtree | None  # batched, full budget: the meshes after the step
+  # (None in a uniform rollout)
 
 
 def bucket_size(num_leaves: Any, multiple: int, max_tokens: int) -> int:
@@ -186,12 +191,13 @@ def _call_directly(stage: str, fn: Callable[..., Any], *args: Any) -> Any:
   return fn(*args)
 
 
-def _checked(advance, fields, num_steps, mesh, call) -> StageCall:
+def _checked(advance, fields, num_steps, mesh, call, patch=None) -> StageCall:
+  """Argument errors of a rollout; ``mesh`` None (with ``patch``): uniform."""
   if not callable(advance):
     raise TypeError(f"advance must be callable; got {type(advance).__name__}.")
   if call is not None and not callable(call):
     raise TypeError(f"call must be callable or None; got {type(call).__name__}.")
-  if not isinstance(mesh, MeshConfig):
+  if mesh is not None and not isinstance(mesh, MeshConfig):
     raise TypeError(f"mesh must be a MeshConfig; got {type(mesh).__name__}.")
   if isinstance(num_steps, bool) or not isinstance(num_steps, int) or (
       num_steps < 1):
@@ -200,7 +206,11 @@ def _checked(advance, fields, num_steps, mesh, call) -> StageCall:
     raise ValueError(
         "fields must be floating (B, H, W, C); got shape"
         f" {tuple(fields.shape)} of {fields.dtype}.")
-  make_geometry(fields.shape[1:], mesh.patch, mesh.max_level)
+  if mesh is not None:
+    make_geometry(fields.shape[1:], mesh.patch, mesh.max_level)
+  elif fields.shape[1] % patch or fields.shape[2] % patch:
+    raise ValueError(f"the grid {tuple(fields.shape[1:3])} is not a multiple of"
+                     f" the patch {patch}.")
   return _call_directly if call is None else call
 
 
@@ -303,3 +313,40 @@ def _native_steps(advance, fields, num_steps, mesh, call):
     trees = call("regrid", functools.partial(regrid_native, mesh=mesh),
                  fields, trees)
     yield RolloutStep(fields, read, trees)
+
+
+def uniform_rollout(advance: Callable[[Any], Any], fields_BxHxWxC: jax.Array,
+                    num_steps: int, patch: int, *,
+                    call: StageCall | None = None) -> Iterator[RolloutStep]:
+  r"""Free rollout of a uniform-patch ViT: no mesh, ``H W / P^2`` tokens a step.
+
+  The baseline of the quadtree rollouts, with the same steps and stage hook:
+  ``fields = call("model", advance, fields)`` every step, ``trees`` None.
+
+  Args:
+    advance: one model step on the fields, ``advance(fields) -> fields`` (e.g.
+      ``fields + model(fields)`` for a :class:`jaxpapers.amr.UniformViT`).
+    fields_BxHxWxC: the initial fields.
+    num_steps: rollout steps, ``>= 1``.
+    patch: the model's patch ``P`` (the token count).
+    call: as in :func:`quadtree_rollout` (stage ``"model"`` only).
+
+  Returns:
+    An iterator of ``num_steps`` :class:`RolloutStep`\ s.
+
+  Raises:
+    TypeError: ``advance`` or ``call`` is not callable.
+    ValueError: ``num_steps < 1``, fields not floating ``(B, H, W, C)``, or a
+      grid that is not a multiple of ``patch``.
+  """
+  call = _checked(advance, fields_BxHxWxC, num_steps, None, call, patch)
+  return _uniform_steps(advance, fields_BxHxWxC, num_steps, patch, call)
+
+
+def _uniform_steps(advance, fields, num_steps, patch, call):
+  tokens = np.full(fields.shape[0],
+                   (fields.shape[1] // patch) * (fields.shape[2] // patch))
+  for _ in range(num_steps):
+    fields = call("model", advance, fields)
+    yield RolloutStep(fields, tokens, None)
+

@@ -23,16 +23,28 @@ on the model's own step ``k - 1`` prediction and scored against frame
    x_k = \mathrm{step}\bigl(\mathrm{sg}(x_{k-1})\bigr).
 
 Gaussian noise on the first input (``input_noise``) is our addition.
+
+Batches (:func:`sample_batch`) are pure functions of ``(seed, step)``: a
+resumed run draws the batches it would have drawn. Each sample is a frame
+``t`` of a training trajectory, its ``K`` next frames, and for the quadtree
+models the mesh of frame ``t + K`` (training meshes from the target frame,
+our reading; :func:`trajectory_meshes`); :func:`batch_loss` scores a model on
+one, uniform-storage WAMRViT on its leaf tokens.
 """
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers.amr.native import NativeWAMRViT
 from jaxpapers.amr.quadtree import Quadtree
+from jaxpapers.amr.quadtree import truncate
+from jaxpapers.amr.rollout import bucket_size
+from jaxpapers.amr.rollout import build_meshes
+from jaxpapers.amr.rollout import MeshConfig
 from jaxpapers.amr.tokens import tokenize
 from jaxpapers.amr.vit import WAMRViT
 
@@ -119,3 +131,87 @@ def pushforward_loss(step: Callable[[jax.Array], jax.Array], state: jax.Array,
     x = step(jax.lax.stop_gradient(x))
     losses.append(relative_l2(x, targets_BxK[:, k]))
   return sum(losses) / num_steps
+
+
+class TrainingBatch(NamedTuple):
+  """``B`` training samples with ``K`` push-forward targets (a pytree)."""
+
+  inputs: jax.Array  # (B, H, W, C): frames t
+  targets: jax.Array  # (B, K, H, W, C): frames t + 1 .. t + K
+  trees: Quadtree | None  # batched meshes of frames t + K (bucketed) or None
+  noise_key: jax.Array  # key of the input noise
+
+
+def trajectory_meshes(trajectories_NxTxHxWxC: np.ndarray, mesh: MeshConfig
+                      ) -> Quadtree:
+  """The mesh of every frame, batched ``(N, T, ...)`` (:func:`build_meshes`)."""
+  shape = trajectories_NxTxHxWxC.shape
+  flat = build_meshes(jnp.asarray(trajectories_NxTxHxWxC.reshape(
+      -1, *shape[2:])), mesh)
+  return jax.tree.map(lambda x: x.reshape(shape[:2] + x.shape[1:]), flat)
+
+
+def sample_batch(trajectories_NxTxHxWxC: np.ndarray, *, seed: int, step: int,
+                 batch_size: int, num_steps: int, meshes: Quadtree | None = None,
+                 token_bucket: int = 1) -> TrainingBatch:
+  """Batch ``step`` of a run: a pure function of ``(seed, step)``.
+
+  Args:
+    trajectories_NxTxHxWxC: the training trajectories.
+    seed: the run's seed.
+    step: the training step.
+    batch_size: ``B``.
+    num_steps: push-forward steps ``K``; starts ``t`` are drawn from
+      ``[0, T - K)``.
+    meshes: :func:`trajectory_meshes` of the trajectories, for the quadtree
+      models; None for a uniform ViT (then ``trees`` is None).
+    token_bucket: the meshes are truncated to the smallest multiple of this
+      holding every tree of the batch (:func:`bucket_size`).
+
+  Returns:
+    The batch; its noise key is ``fold_in(key(seed), step)``.
+
+  Example:
+    >>> import numpy as np
+    >>> from jaxpapers import amr
+    >>> frames = np.arange(3 * 5, dtype=np.float32).reshape(3, 5, 1, 1, 1)
+    >>> batch = amr.sample_batch(frames, seed=0, step=7, batch_size=4,
+    ...                          num_steps=2)
+    >>> bool(np.all(batch.targets[:, :, 0, 0, 0]
+    ...             == batch.inputs[:, None, 0, 0, 0] + [1, 2]))
+    True
+  """
+  num_trajectories, frames = trajectories_NxTxHxWxC.shape[:2]
+  rng = np.random.default_rng([seed, step])
+  trajectory = rng.integers(0, num_trajectories, batch_size)
+  start = rng.integers(0, frames - num_steps, batch_size)
+  targets = trajectories_NxTxHxWxC[
+      trajectory[:, None], start[:, None] + np.arange(1, num_steps + 1)]
+  trees = None
+  if meshes is not None:
+    trees = jax.tree.map(lambda x: x[trajectory, start + num_steps], meshes)
+    trees = truncate(trees, bucket_size(trees.num_leaves, token_bucket,
+                                        trees.max_tokens))
+  return TrainingBatch(trajectories_NxTxHxWxC[trajectory, start], targets,
+                       trees, jax.random.fold_in(jax.random.key(seed), step))
+
+
+def batch_loss(model: Any, batch: TrainingBatch, pushforward_steps: int,
+               input_noise: float = 0.0) -> jax.Array:
+  """:func:`pushforward_loss` of a model on one batch.
+
+  A uniform-storage :class:`~jaxpapers.amr.WAMRViT` is scored on its leaf
+  tokens of the batch's meshes (noise on real leaves only), the other models
+  on the finest field.
+  """
+  inputs, targets, trees = batch.inputs, batch.targets, batch.trees
+  real = None
+  if isinstance(model, WAMRViT):
+    inputs = jax.vmap(tokenize)(inputs, trees)
+    targets = jax.vmap(jax.vmap(tokenize), in_axes=(1, None),
+                       out_axes=1)(targets, trees)
+    real = trees.mask[..., None, None, None]
+  step = functools.partial(residual_step, model, trees=trees)
+  return pushforward_loss(step, inputs, targets, pushforward_steps,
+                          noise_key=batch.noise_key, input_noise=input_noise,
+                          noise_mask=real)
