@@ -13,8 +13,8 @@ optional, off by default). Free rollouts from the first test frame follow
 predictions every step and with its first mesh frozen, native storage
 regridding every step. Reported per step: VRMSE (RMSE / std of the true
 field) on the field and on the region of interest (pixels under finest
-leaves of the true field's mesh), tokens, tokens/s and wall time, as seed
-means with standard errors.
+leaves of the true field's mesh), tokens, tokens/s and wall time
+(:mod:`jaxpapers.amr.evaluation`), as seed means with standard errors.
 
 The checks follow the claim of the WAMRViT abstract: ROI error near the
 finest-patch ViT's (first ``short_horizon`` steps, before CPU-sized models
@@ -24,11 +24,9 @@ storage pays a global interpolation cost that native storage removes at
 step 1. What is the paper's and what is ours: ``docs/wamrvit.md``.
 """
 
-import collections
 import functools
 import itertools
 import math
-import time
 from typing import Any, NamedTuple
 
 from absl import logging
@@ -103,14 +101,6 @@ def mesh_config(config) -> amr.MeshConfig:
                         tree.coarsen_ratio, tree.max_passes, tree.token_bucket)
 
 
-def batch_indices(seed: int, step: int, num_train: int, num_starts: int,
-                  batch_size: int):
-  """(trajectory, start time) pairs of one batch: a pure function of (seed, step)."""
-  rng = np.random.default_rng([seed, step])
-  return (rng.integers(0, num_train, batch_size),
-          rng.integers(0, num_starts, batch_size))
-
-
 def make_model(name: str, config, seed: int):
   rngs, size, levels = nnx.Rngs(seed), config.data.size, config.tree.max_level
   sizes = dict(config.model)  # d_model, num_heads, num_layers, mlp_ratio
@@ -127,25 +117,6 @@ def make_model(name: str, config, seed: int):
   return amr.WAMRViT(backbone, rngs=rngs)
 
 
-def batch_loss(model, batch, name, pushforward_steps: int, input_noise: float):
-  """:func:`jaxpapers.amr.pushforward_loss` of one batch.
-
-  Uniform-storage WAMRViT is scored on its leaf tokens (noise on real leaves
-  only), the others on the finest field (``trees`` is None for uniform ViTs).
-  """
-  inputs, targets_K, trees, noise_key = batch
-  real = None
-  if name == "wamrvit":
-    inputs = jax.vmap(amr.tokenize)(inputs, trees)
-    targets_K = jax.vmap(jax.vmap(amr.tokenize), in_axes=(1, None),
-                         out_axes=1)(targets_K, trees)
-    real = trees.mask[..., None, None, None]
-  step = functools.partial(amr.residual_step, model, trees=trees)
-  return amr.pushforward_loss(step, inputs, targets_K, pushforward_steps,
-                              noise_key=noise_key, input_noise=input_noise,
-                              noise_mask=real)
-
-
 @functools.lru_cache(maxsize=None)
 def make_optimizer(learning_rate: float, num_steps: int, weight_decay: float,
                    clip_norm: float):
@@ -156,12 +127,12 @@ def make_optimizer(learning_rate: float, num_steps: int, weight_decay: float,
 
 
 @functools.partial(jax.jit, static_argnames=(
-    "graphdef", "tx", "name", "pushforward_steps", "input_noise"))
-def train_step(state: TrainState, batch, *, graphdef, tx, name,
+    "graphdef", "tx", "pushforward_steps", "input_noise"))
+def train_step(state: TrainState, batch: amr.TrainingBatch, *, graphdef, tx,
                pushforward_steps, input_noise):
   def loss_fn(params):
-    return batch_loss(nnx.merge(graphdef, params), batch, name,
-                      pushforward_steps, input_noise)
+    return amr.batch_loss(nnx.merge(graphdef, params), batch,
+                          pushforward_steps, input_noise)
   loss, grads = jax.value_and_grad(loss_fn)(state.params)
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
   return TrainState(optax.apply_updates(state.params, updates), opt_state), loss
@@ -171,35 +142,29 @@ def run_name(name: str, seed: int) -> str:
   return f"{name}_seed{seed}"
 
 
-def train_model(config, workdir, name, seed, train, train_trees, mesh):
-  """Trains (or resumes) one model; returns its graphdef and trained parameters."""
+def train_model(config, workdir, name, seed, train, train_meshes):
+  """Trains (or resumes) one model; returns the trained model."""
   graphdef, params = nnx.split(make_model(name, config, seed), nnx.Param)
   tx = make_optimizer(config.train.learning_rate, config.train.num_steps,
                       config.train.weight_decay, config.train.clip_norm)
   step_fn = functools.partial(
-      train_step, graphdef=graphdef, tx=tx, name=name,
+      train_step, graphdef=graphdef, tx=tx,
       pushforward_steps=config.train.pushforward_steps,
       input_noise=config.train.input_noise)
-  ahead = config.train.pushforward_steps
-  num_train, frames = train.shape[:2]
+  meshes = train_meshes if name in QUADTREE_MODELS else None
 
   def chunk(state, first):
     """``log_every`` steps (host-side batches), then their mean loss."""
     end = min(first + config.log_every, config.train.num_steps)
     losses, tokens = [], []
     for step in range(first, end):
-      traj, t = batch_indices(seed, step, num_train, frames - ahead,
-                              config.train.batch_size)
-      inputs = train[traj, t]
-      targets = train[traj[:, None], t[:, None] + np.arange(1, ahead + 1)]
-      trees = None
-      if name in QUADTREE_MODELS:
-        trees = jax.tree.map(lambda x: x[traj, t + ahead], train_trees)
-        tokens.append(float(np.mean(trees.num_leaves)))
-        trees = amr.truncate(trees, amr.bucket_size(
-            trees.num_leaves, mesh.token_bucket, trees.max_tokens))
-      noise_key = jax.random.fold_in(jax.random.key(seed), step)
-      state, loss = step_fn(state, (inputs, targets, trees, noise_key))
+      batch = amr.sample_batch(
+          train, seed=seed, step=step, batch_size=config.train.batch_size,
+          num_steps=config.train.pushforward_steps, meshes=meshes,
+          token_bucket=config.tree.token_bucket)
+      if meshes is not None:
+        tokens.append(float(np.mean(batch.trees.num_leaves)))
+      state, loss = step_fn(state, batch)
       losses.append(loss)
     record = {"train_loss": float(np.mean(jax.device_get(losses)))}
     if tokens:
@@ -213,105 +178,18 @@ def train_model(config, workdir, name, seed, train, train_trees, mesh):
       run_name(name, seed), TrainState(params, tx.init(params)), chunk,
       num_steps=config.train.num_steps,
       checkpoint_every=config.checkpoint_every)
-  return graphdef, result.state.params
+  return nnx.merge(graphdef, result.state.params)
 
 
-class StageTimer:
-  """The rollouts' ``call`` hook: seconds per stage, compiling outside the timing."""
-
-  def __init__(self):
-    self.compiled, self.seconds = set(), collections.defaultdict(float)
-
-  def __call__(self, stage, fn, *args):
-    key = (stage, tuple(np.shape(x) for x in jax.tree.leaves(args)))
-    if key not in self.compiled:  # first call per stage and shapes: compile
-      jax.block_until_ready(fn(*args))
-      self.compiled.add(key)
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    self.seconds[stage] += time.perf_counter() - start
-    return out
-
-
-@functools.partial(jax.jit, static_argnames="graphdef")
-def _advance(params, x, trees=None, *, graphdef):
-  return amr.residual_step(nnx.merge(graphdef, params), x, trees)
-
-
-def rollout_uniform(advance, u, num_steps, patch, call):
-  """Free rollout of a uniform ViT (no mesh: ``trees`` is None)."""
-  tokens = np.full(u.shape[0], (u.shape[1] // patch) * (u.shape[2] // patch))
-  for _ in range(num_steps):
-    u = call("model", advance, u)
-    yield amr.RolloutStep(u, tokens, None)
-
-
-def rollouts(name, graphdef, params, initial, num_steps, mesh):
-  """``{variant: rollout(call)}`` of one trained model."""
-  advance = functools.partial(_advance, params, graphdef=graphdef)
-  if name == "wamrvit_native":
-    return {name: functools.partial(amr.native_rollout, advance, initial,
-                                    num_steps, mesh)}
+def rollouts(name, model, initial, num_steps, mesh):
+  """``{variant: rollout(call=...)}`` of one trained model."""
+  rollout = functools.partial(amr.model_rollout, model, initial, num_steps,
+                              mesh)
   if name == "wamrvit":
-    return {f"wamrvit_{mode}": functools.partial(
-        amr.quadtree_rollout, advance, initial, num_steps, mesh,
-        frozen=mode == "frozen") for mode in ("regrid", "frozen")}
-  patch = nnx.merge(graphdef, params).patch
-  return {name: functools.partial(rollout_uniform, advance, initial,
-                                  num_steps, patch)}
-
-
-def roi_masks(fields_BxHxWx1, mesh):
-  """Pixels under finest leaves of the mesh built from each true field."""
-  return jax.vmap(amr.finest_pixels)(amr.build_meshes(fields_BxHxWx1, mesh))
-
-
-def vrmse(pred, true, mask=None):
-  """Per-sample RMSE / std(true) over all pixels or over ``mask``."""
-  err2 = (pred - true)[..., 0] ** 2
-  std = np.std(true[..., 0], axis=(1, 2))
-  if mask is None:
-    return np.sqrt(err2.mean(axis=(1, 2))) / std
-  return np.sqrt((err2 * mask).sum(axis=(1, 2))
-                 / np.maximum(mask.sum(axis=(1, 2)), 1)) / std
-
-
-def evaluate_rollout(rollout, truth, roi):
-  """Per-step means over test trajectories, and the steps (numpy fields)."""
-  timer = StageTimer()
-  records, steps = [], []
-  for k, step in enumerate(rollout(call=timer), start=1):
-    field, tokens = np.asarray(step.fields), np.asarray(step.num_tokens)
-    model_seconds = timer.seconds.pop("model")
-    records.append({
-        "step": k,
-        "vrmse": float(np.mean(vrmse(field, truth[:, k]))),
-        "vrmse_roi": float(np.mean(vrmse(field, truth[:, k], roi[:, k]))),
-        "tokens": float(np.mean(tokens)),
-        "tokens_per_s": float(np.sum(tokens) / model_seconds),
-        "ms_per_step": 1e3 * (model_seconds + timer.seconds.pop("regrid", 0.0)),
-        "finite": bool(np.isfinite(field).all()),
-    })
-    steps.append(step._replace(fields=field))
-  return records, steps
-
-
-def summarize(records, short: int):
-  """Scalar summaries of one rollout: step 1, the first ``short`` steps, all."""
-  def mean(key, steps=len(records)):
-    return float(np.mean([r[key] for r in records[:steps]]))
-  out = {}
-  for key in ("vrmse", "vrmse_roi"):
-    out[f"{key}_step1"] = records[0][key]
-    out[f"{key}_short"] = mean(key, short)
-    out[f"{key}_mean"] = mean(key)
-    out[f"{key}_last"] = records[-1][key]
-  below = [r["vrmse"] < VALID_VRMSE for r in records] + [False]
-  out["valid_steps"] = float(below.index(False))
-  out.update(tokens_mean=mean("tokens"), tokens_last=records[-1]["tokens"],
-             tokens_per_s=mean("tokens_per_s"), ms_per_step=mean("ms_per_step"),
-             finite=all(r["finite"] for r in records))
-  return out
+    return {f"wamrvit_{mode}": functools.partial(rollout,
+                                                 frozen=mode == "frozen")
+            for mode in ("regrid", "frozen")}
+  return {name: rollout}
 
 
 def over_seeds(per_seed):
@@ -328,54 +206,47 @@ def evaluate_claim(summary, short: int):
   fraction = wamr["tokens_mean"] / fine["tokens_mean"]
   roi_ratio = wamr["vrmse_roi_short"] / fine["vrmse_roi_short"]
   first = f"first {short} steps"
-  return [
-      harness.check(
-          "roi_near_finest_patch",
-          f"ROI error within {NEAR_FACTOR:g}x of the finest-patch ViT"
-          f" ({first})", roi_ratio <= NEAR_FACTOR and wamr["finite"],
-          f"WAMRViT {wamr['vrmse_roi_short']:.4f} vs vit_p4"
-          f" {fine['vrmse_roi_short']:.4f} ({roi_ratio:.2f}x)"),
-      harness.check(
-          "roi_at_most_finest_patch",
-          f"ROI error at most the finest-patch ViT's ({first}; paper: exceeds"
-          " it)", roi_ratio <= 1.0 and wamr["finite"],
-          f"ratio {roi_ratio:.2f}; step 1: {wamr['vrmse_roi_step1']:.4f} vs"
-          f" {fine['vrmse_roi_step1']:.4f}"),
-      harness.check(
-          "token_fraction",
-          f"uses a fraction of the tokens (<= {TOKEN_FRACTION:.0%} of the"
-          " finest patch, whole rollout)", fraction <= TOKEN_FRACTION,
-          f"{wamr['tokens_mean']:.1f} vs {fine['tokens_mean']:.0f} tokens"
-          f" ({fraction:.0%}); {wamr['tokens_last']:.1f} at the last step"),
-      harness.check(
-          "roi_below_coarser_patch",
-          f"ROI error below the coarser-patch ViT's ({first})",
-          wamr["vrmse_roi_short"] < coarse["vrmse_roi_short"],
-          f"{wamr['vrmse_roi_short']:.4f} vs vit_p8"
-          f" {coarse['vrmse_roi_short']:.4f}"),
-      harness.check(
-          "regrid_beats_frozen_mesh",
-          "regridding beats the frozen mesh on the ROI (whole rollout)",
-          wamr["vrmse_roi_mean"] < frozen["vrmse_roi_mean"],
-          f"{wamr['vrmse_roi_mean']:.4f} vs frozen"
-          f" {frozen['vrmse_roi_mean']:.4f}; last step"
-          f" {wamr['vrmse_roi_last']:.4f} vs {frozen['vrmse_roi_last']:.4f}"),
-      harness.check(
-          "uniform_storage_interpolation_cost",
-          "paper's caveat: uniform storage pays a global interpolation cost"
-          " (step 1)", wamr["vrmse_step1"] > fine["vrmse_step1"],
-          f"global VRMSE step 1: {wamr['vrmse_step1']:.4f} vs vit_p4"
-          f" {fine['vrmse_step1']:.4f}"),
-      harness.check(
-          "native_removes_interpolation_cost",
-          "native storage removes the interpolation cost: global error below"
-          " uniform storage's (step 1)",
-          native["vrmse_step1"] < wamr["vrmse_step1"] and native["finite"],
-          f"global VRMSE step 1: native {native['vrmse_step1']:.4f} vs"
-          f" uniform storage {wamr['vrmse_step1']:.4f} (vit_p4"
-          f" {fine['vrmse_step1']:.4f}); ROI {native['vrmse_roi_step1']:.4f}"
-          f" vs {wamr['vrmse_roi_step1']:.4f}"),
-  ]
+  return [harness.check(*row) for row in [
+      ("roi_near_finest_patch",
+       f"ROI error within {NEAR_FACTOR:g}x of the finest-patch ViT ({first})",
+       roi_ratio <= NEAR_FACTOR and wamr["finite"],
+       f"WAMRViT {wamr['vrmse_roi_short']:.4f} vs vit_p4"
+       f" {fine['vrmse_roi_short']:.4f} ({roi_ratio:.2f}x)"),
+      ("roi_at_most_finest_patch",
+       f"ROI error at most the finest-patch ViT's ({first}; paper: exceeds"
+       " it)", roi_ratio <= 1.0 and wamr["finite"],
+       f"ratio {roi_ratio:.2f}; step 1: {wamr['vrmse_roi_step1']:.4f} vs"
+       f" {fine['vrmse_roi_step1']:.4f}"),
+      ("token_fraction",
+       f"uses a fraction of the tokens (<= {TOKEN_FRACTION:.0%} of the"
+       " finest patch, whole rollout)", fraction <= TOKEN_FRACTION,
+       f"{wamr['tokens_mean']:.1f} vs {fine['tokens_mean']:.0f} tokens"
+       f" ({fraction:.0%}); {wamr['tokens_last']:.1f} at the last step"),
+      ("roi_below_coarser_patch",
+       f"ROI error below the coarser-patch ViT's ({first})",
+       wamr["vrmse_roi_short"] < coarse["vrmse_roi_short"],
+       f"{wamr['vrmse_roi_short']:.4f} vs vit_p8"
+       f" {coarse['vrmse_roi_short']:.4f}"),
+      ("regrid_beats_frozen_mesh",
+       "regridding beats the frozen mesh on the ROI (whole rollout)",
+       wamr["vrmse_roi_mean"] < frozen["vrmse_roi_mean"],
+       f"{wamr['vrmse_roi_mean']:.4f} vs frozen"
+       f" {frozen['vrmse_roi_mean']:.4f}; last step"
+       f" {wamr['vrmse_roi_last']:.4f} vs {frozen['vrmse_roi_last']:.4f}"),
+      ("uniform_storage_interpolation_cost",
+       "paper's caveat: uniform storage pays a global interpolation cost"
+       " (step 1)", wamr["vrmse_step1"] > fine["vrmse_step1"],
+       f"global VRMSE step 1: {wamr['vrmse_step1']:.4f} vs vit_p4"
+       f" {fine['vrmse_step1']:.4f}"),
+      ("native_removes_interpolation_cost",
+       "native storage removes the interpolation cost: global error below"
+       " uniform storage's (step 1)",
+       native["vrmse_step1"] < wamr["vrmse_step1"] and native["finite"],
+       f"global VRMSE step 1: native {native['vrmse_step1']:.4f} vs"
+       f" uniform storage {wamr['vrmse_step1']:.4f} (vit_p4"
+       f" {fine['vrmse_step1']:.4f}); ROI {native['vrmse_roi_step1']:.4f}"
+       f" vs {wamr['vrmse_roi_step1']:.4f}"),
+  ]]
 
 
 def _draw_leaves(ax, trees):
@@ -438,26 +309,21 @@ def plot_errors(workdir, curves):
 def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   mesh = mesh_config(config)
   train, test = make_data(config)
-  flat = amr.build_meshes(jnp.asarray(train.reshape(-1, *train.shape[2:])),
-                          mesh)
-  train_trees = jax.tree.map(
-      lambda x: x.reshape(train.shape[:2] + x.shape[1:]), flat)
+  train_meshes = amr.trajectory_meshes(train, mesh)
   horizon, start = config.rollout.num_steps, config.rollout.start
   truth = np.asarray(test[:, start:start + horizon + 1])
-  roi = np.stack([np.asarray(roi_masks(jnp.asarray(truth[:, k]), mesh))
-                  for k in range(horizon + 1)], axis=1)
+  roi = amr.region_of_interest(truth, mesh)
   workdir.plan(len(config.seeds) * len(config.models))
   per_seed = {variant: [] for variant in VARIANTS}
   examples, num_params = {}, {}
   for seed in config.seeds:
     for name in config.models:
-      graphdef, params = train_model(config, workdir, name, seed, train,
-                                     train_trees, mesh)
-      num_params[name] = int(sum(x.size for x in jax.tree.leaves(params)))
-      for variant, rollout in rollouts(name, graphdef, params,
-                                       jnp.asarray(truth[:, 0]), horizon,
-                                       mesh).items():
-        records, steps = evaluate_rollout(rollout, truth, roi)
+      model = train_model(config, workdir, name, seed, train, train_meshes)
+      num_params[name] = int(sum(x.size for x in jax.tree.leaves(
+          nnx.state(model))))
+      for variant, rollout in rollouts(name, model, jnp.asarray(truth[:, 0]),
+                                       horizon, mesh).items():
+        records, steps = amr.evaluate_rollout(rollout, truth, roi)
         per_seed[variant].append(records)
         writer = workdir.metrics(f"rollout_{run_name(variant, seed)}")
         writer.truncate_after(-1)
@@ -472,7 +338,8 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
                        for key in ("vrmse_roi", "vrmse", "tokens")))
 
   short = config.rollout.short_horizon
-  summary = {v: over_seeds([summarize(r, short) for r in per_seed[v]])
+  summary = {v: over_seeds([amr.summarize_rollout(r, short, VALID_VRMSE)
+                            for r in per_seed[v]])
              for v in VARIANTS if per_seed[v]}
   workdir.write_report(
       paper=PAPER, claim=CLAIM, dataset=dataset_metadata(config),

@@ -14,7 +14,7 @@ under finest leaves of the mesh built from the true field at each step
 :func:`evaluate_rollout` consumes a rollout of :mod:`jaxpapers.amr.rollout`
 through a :class:`StageTimer` and returns one record per step (errors,
 tokens, throughput, wall time); :func:`summarize_rollout` reduces the records
-to the scalars a report quotes. Everything here runs on the host in NumPy
+to the scalars a report quotes. The scoring runs on the host in NumPy
 (float64 where NumPy promotes), after the jitted rollout stages.
 """
 
@@ -100,7 +100,7 @@ def vrmse(pred_BxHxWx1: np.ndarray, true_BxHxWx1: np.ndarray,
 
 def region_of_interest(truth_BxKxHxWxC: np.ndarray, mesh: MeshConfig
                        ) -> np.ndarray:
-  """Bool ``(B, K, H, W)``: pixels under finest leaves of each true frame's mesh.
+  """Bool ``(B, K, H, W)``: the pixels under finest leaves of each frame's mesh.
 
   Args:
     truth_BxKxHxWxC: true trajectories, ``K`` frames each.

@@ -152,8 +152,9 @@ def trajectory_meshes(trajectories_NxTxHxWxC: np.ndarray, mesh: MeshConfig
 
 
 def sample_batch(trajectories_NxTxHxWxC: np.ndarray, *, seed: int, step: int,
-                 batch_size: int, num_steps: int, meshes: Quadtree | None = None,
-                 token_bucket: int = 1) -> TrainingBatch:
+                 batch_size: int, num_steps: int,
+                 meshes: Quadtree | None = None, token_bucket: int = 1
+                 ) -> TrainingBatch:
   """Batch ``step`` of a run: a pure function of ``(seed, step)``.
 
   Args:

@@ -1,4 +1,4 @@
-"""The training objective: relative L2, push-forward's stop-gradient, noise, residual steps."""
+"""Training: relative L2, push-forward, input noise, residual steps, batches, batch loss."""
 
 import functools
 
@@ -97,3 +97,74 @@ def test_bad_push_forward_arguments_are_named_errors(num_steps, targets_shape,
   with pytest.raises(ValueError, match=match):
     amr.pushforward_loss(lambda u: u, jnp.ones((2, 3)),
                          jnp.ones(targets_shape), num_steps, noise_key=KEY)
+
+
+def _moving_discs(num_trajectories=3, num_frames=6, size=32):
+  """``(N, T, H, W, 1)`` discs on a gentle ramp, moving one pixel per frame."""
+  y, x = np.mgrid[:size, :size].astype(np.float32)
+  first = np.stack([np.tanh((3.0 - np.hypot(y - 4 - n, x - 5)) / 1.0)
+                    + 0.01 * x for n in range(num_trajectories)])[..., None]
+  return np.stack([np.roll(first, k, axis=2) for k in range(num_frames)],
+                  axis=1)
+
+
+def test_batches_are_pure_functions_of_seed_and_step():
+  frames = np.arange(4 * 9, dtype=np.float32).reshape(4, 9, 1, 1, 1)
+  batch = functools.partial(amr.sample_batch, frames, batch_size=8,
+                            num_steps=2)
+  a, again = batch(seed=3, step=17), batch(seed=3, step=17)
+  np.testing.assert_array_equal(a.inputs, again.inputs)
+  np.testing.assert_array_equal(a.targets, again.targets)
+  assert not np.array_equal(a.inputs, batch(seed=3, step=18).inputs)
+  assert not np.array_equal(a.inputs, batch(seed=4, step=17).inputs)
+  assert a.trees is None and a.targets.shape == (8, 2, 1, 1, 1)
+  # Frame values are 9 n + t: the targets are the next two frames, and every
+  # start leaves room for them.
+  value = a.inputs[:, 0, 0, 0]
+  np.testing.assert_array_equal(a.targets[:, :, 0, 0, 0],
+                                value[:, None] + np.array([1, 2]))
+  assert np.all(value % 9 < 9 - 2)
+  np.testing.assert_array_equal(
+      jax.random.key_data(a.noise_key),
+      jax.random.key_data(jax.random.fold_in(jax.random.key(3), 17)))
+
+
+def test_batch_meshes_are_the_target_frames_meshes_in_a_bucket():
+  trajectories = _moving_discs()
+  mesh = amr.MeshConfig(4, 1, tol_frac=0.05, token_bucket=4)
+  meshes = amr.trajectory_meshes(trajectories, mesh)
+  assert meshes.level.shape == (3, 6, 64)
+  batch = amr.sample_batch(trajectories, seed=0, step=5, batch_size=5,
+                           num_steps=2, meshes=meshes, token_bucket=4)
+  expected = amr.build_meshes(jnp.asarray(batch.targets[:, -1]), mesh)
+  np.testing.assert_array_equal(batch.trees.num_leaves, expected.num_leaves)
+  size = batch.trees.max_tokens
+  assert size % 4 == 0 and size >= int(np.max(expected.num_leaves))
+  assert size - 4 < int(np.max(expected.num_leaves)) < 64
+  for field in ("level", "i", "j", "mask"):
+    np.testing.assert_array_equal(getattr(batch.trees, field),
+                                  getattr(expected, field)[:, :size])
+
+
+def test_batch_loss_scores_wamrvit_on_leaf_tokens_and_the_rest_on_fields():
+  trajectories = _moving_discs()
+  mesh = amr.MeshConfig(4, 1, tol_frac=0.05, token_bucket=16)
+  batch = amr.sample_batch(trajectories, seed=0, step=0, batch_size=3,
+                           num_steps=1, meshes=amr.trajectory_meshes(
+                               trajectories, mesh), token_bucket=16)
+  # Targets that differ from the inputs only inside the target meshes' leaves
+  # (the inputs averaged over each leaf): zero error on leaf tokens, not on
+  # fields. The models start with a zero decoder, so each step is identity.
+  averaged = jax.vmap(amr.detokenize)(
+      jax.vmap(amr.tokenize)(batch.inputs, batch.trees), batch.trees)
+  batch = batch._replace(targets=averaged[:, None])
+  sizes = dict(d_model=16, num_heads=1, num_layers=1, mlp_ratio=2)
+  wamr = amr.WAMRViT(amr.wamrvit_config((4, 4), 1, 1, (8, 8), **sizes),
+                     rngs=nnx.Rngs(0))
+  vit = amr.UniformViT(amr.uniform_vit_config(4, 1, (32, 32), **sizes), 4,
+                       rngs=nnx.Rngs(0))
+  assert float(amr.batch_loss(wamr, batch, 1)) < 1e-6
+  on_fields = float(amr.batch_loss(vit, batch._replace(trees=None), 1))
+  np.testing.assert_allclose(
+      on_fields, amr.relative_l2(batch.inputs, averaged), rtol=1e-6)
+  assert on_fields > 1e-3

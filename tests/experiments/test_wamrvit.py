@@ -1,9 +1,7 @@
-"""The WAMRViT binary: claim checks, pure batches, config refusal, smoke run, resume."""
+"""The WAMRViT binary: claim checks, seed summaries, config refusal, smoke run, resume."""
 
 import os
 
-import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from experiments import testing
@@ -48,14 +46,6 @@ def test_claim_checks_follow_the_numbers():
   assert _passed(summary)["native_removes_interpolation_cost"] is False
 
 
-def test_batches_are_pure_functions_of_seed_and_step():
-  a = wamrvit.batch_indices(3, 17, 32, 40, 8)
-  np.testing.assert_array_equal(a, wamrvit.batch_indices(3, 17, 32, 40, 8))
-  b = wamrvit.batch_indices(3, 18, 32, 40, 8)
-  assert not all(np.array_equal(x, y) for x, y in zip(a, b))
-  assert a[0].max() < 32 and a[1].max() < 40
-
-
 @pytest.mark.parametrize("field,value,message", [
     ("checkpoint_every", 15, "multiple of log_every"),
     ("rollout.num_steps", 9, "exceeds the trajectories"),
@@ -84,47 +74,6 @@ def test_a_refused_config_writes_nothing(tmp_path):
   assert out.returncode != 0
   assert "multiple of log_every" in out.stderr
   assert not os.path.exists(tmp_path / "wd" / "metrics")
-
-
-def test_stage_timer_compiles_outside_the_timing_once_per_shape():
-  calls = []
-
-  def fn(x):
-    calls.append(x.shape)
-    return x + 1
-
-  timer = wamrvit.StageTimer()
-  out = timer("model", fn, jnp.zeros(3))
-  np.testing.assert_array_equal(out, np.ones(3))
-  timer("model", fn, jnp.zeros(3))
-  assert calls == [(3,)] * 3  # warm-up + timed, then timed only
-  timer("model", fn, jnp.zeros(4))  # a new bucket shape warms up again
-  assert calls[3:] == [(4,)] * 2
-  assert timer.seconds["model"] > 0 and "regrid" not in timer.seconds
-
-
-def test_vrmse_closed_form():
-  true = np.stack([np.linspace(-1, 1, 16).reshape(4, 4, 1)] * 2)
-  pred = true + np.array([0.1, 0.2]).reshape(2, 1, 1, 1)
-  std = np.std(true[0])
-  np.testing.assert_allclose(wamrvit.vrmse(pred, true), [0.1 / std, 0.2 / std])
-  mask = np.zeros((2, 4, 4), bool)
-  mask[:, 0, 0] = True
-  pred[:, 0, 0] += 1.0
-  np.testing.assert_allclose(wamrvit.vrmse(pred, true, mask),
-                             [1.1 / std, 1.2 / std])
-
-
-def test_summary_counts_the_leading_steps_on_track():
-  records = [{"vrmse": v, "vrmse_roi": 2 * v, "tokens": 100.0 + k,
-              "tokens_per_s": 1.0, "ms_per_step": 1.0, "finite": True}
-             for k, v in enumerate([0.1, 0.3, 0.6, 0.2])]
-  summary = wamrvit.summarize(records, short=2)
-  assert summary["valid_steps"] == 2
-  assert summary["vrmse_roi_short"] == pytest.approx(0.4)
-  assert summary["vrmse_last"] == 0.2 and summary["tokens_last"] == 103.0
-  records[2]["vrmse"] = 0.4
-  assert wamrvit.summarize(records, short=2)["valid_steps"] == 4
 
 
 def test_over_seeds_is_finite_only_if_every_seed_is():
