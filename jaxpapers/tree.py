@@ -1,15 +1,47 @@
 """Tree math and pytree checks shared across jaxpapers.
 
-``optax.tree`` already covers arithmetic (``vdot``, ``norm``, ``add_scale``);
-this module holds what it lacks: validation with named errors, and
-flattening to one vector for dense linear algebra (eigen-solvers).
+``optax.tree`` already covers most arithmetic (``norm``, ``add_scale``);
+this module holds what it lacks: an inner product that holds under Explicit
+sharding, validation with named errors, and flattening to one vector for
+dense linear algebra (eigen-solvers).
 """
 
+import functools
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
+
+
+def vdot(a: Any, b: Any) -> jax.Array:
+  """Real inner product of two pytrees of the same structure.
+
+  Unlike ``optax.tree.vdot`` (one ``dot_general`` per leaf), each leaf is
+  multiplied elementwise and then summed: a reduction over axes that are
+  sharded on an Explicit mesh has a defined (replicated) result, while a
+  dot product over sharded contracting dimensions is refused there.
+  """
+  products = [jnp.sum(x * y) for x, y in zip(jax.tree.leaves(a),
+                                             jax.tree.leaves(b))]
+  return functools.reduce(jnp.add, products) if products else jnp.zeros(())
+
+
+def check_real_floating(tree: Any, name: str) -> None:
+  """Raises ``TypeError`` unless every leaf of ``tree`` has a real floating dtype.
+
+  Curvature and optimiser math assumes real parameters: complex leaves would
+  give conjugated products and integer leaves have no gradient.
+  """
+  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+    dtype = jnp.result_type(leaf)
+    if not jnp.issubdtype(dtype, jnp.floating):
+      where = jax.tree_util.keystr(path) or "(the array itself)"
+      raise TypeError(
+          f"{name} must hold real floating-point arrays; leaf {where} has"
+          f" dtype {dtype}."
+      )
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -58,17 +90,68 @@ def check_like(tree: Any, reference: Any, name: str) -> None:
       )
 
 
+def gather_explicit(tree: Any) -> tuple[Any, Callable[[Any], Any]]:
+  """Replicates the leaves sharded along Explicit mesh axes; returns them and an undo.
+
+  Explicit axes refuse ops whose output sharding is ambiguous (a reshape
+  merging a sharded axis, a contraction over one); work on such leaves runs
+  on gathered copies and ``restore`` gives each leaf its sharding back. Other
+  leaves (unsharded, Auto axes, no mesh) pass through untouched, inside or
+  outside ``jax.set_mesh``.
+  """
+  shardings = [_explicit_sharding(x) for x in jax.tree.leaves(tree)]
+  treedef = jax.tree.structure(tree)
+  if all(s is None for s in shardings):
+    return tree, lambda xs: xs
+
+  def reshard_each(leaves, targets):
+    return [x if t is None else jax.sharding.reshard(x, t)
+            for x, t in zip(leaves, targets)]
+
+  replicated = [None if s is None else jax.NamedSharding(s.mesh, jax.P())
+                for s in shardings]
+  gathered = treedef.unflatten(reshard_each(jax.tree.leaves(tree), replicated))
+  restore = lambda xs: treedef.unflatten(
+      reshard_each(treedef.flatten_up_to(xs), shardings))
+  return gathered, restore
+
+
+def _explicit_sharding(x: Any) -> jax.sharding.NamedSharding | None:
+  """The sharding of ``x`` if it shards along an Explicit mesh axis, else None."""
+  sharding = getattr(jax.typeof(x), "sharding", None)
+  mesh = getattr(sharding, "mesh", None)
+  if mesh is None or mesh.empty:
+    return None
+  explicit = {name for name, kind in zip(mesh.axis_names, mesh.axis_types)
+              if kind == jax.sharding.AxisType.Explicit}
+  used = set()
+  for entry in sharding.spec:
+    used.update(entry if isinstance(entry, tuple) else (entry,))
+  return sharding if used & explicit else None
+
+
+def ravel(tree: Any) -> tuple[jax.Array, Callable[[jax.Array], Any]]:
+  """``jax.flatten_util.ravel_pytree`` that also holds under Explicit sharding.
+
+  Leaves sharded along Explicit axes are gathered before flattening
+  (:func:`gather_explicit`) and ``unravel`` gives them their sharding back.
+  """
+  gathered, restore = gather_explicit(tree)
+  flat, unravel_gathered = ravel_pytree(gathered)
+  return flat, lambda x: restore(unravel_gathered(x))
+
+
 def flat_operator(
     linear_fn: Callable[[Any], Any], template: Any
 ) -> tuple[Callable[[jax.Array], jax.Array], Callable[[jax.Array], Any], jax.Array]:
   """Views a linear map on pytrees as a map on flat vectors.
 
   Returns ``(matvec, unravel, flat_template)`` where ``matvec(x)`` ravels
-  ``linear_fn(unravel(x))``.
+  ``linear_fn(unravel(x))``; see :func:`ravel` for sharded leaves.
   """
-  flat_template, unravel = ravel_pytree(template)
+  flat_template, unravel = ravel(template)
 
   def matvec(x):
-    return ravel_pytree(linear_fn(unravel(x)))[0]
+    return ravel(linear_fn(unravel(x)))[0]
 
   return matvec, unravel, flat_template

@@ -23,7 +23,6 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxpapers import tree as tree_lib
 from jaxpapers.curvature.hvp import check_scalar_loss
@@ -91,7 +90,7 @@ def directional_curvature(
   check_scalar_loss(loss_fn, params, batch)
   grad = jax.grad(loss_fn)(params, batch)
   curvature = quadratic_form(loss_fn, params, grad, batch)
-  return curvature, optax.tree.vdot(grad, grad)
+  return curvature, tree_lib.vdot(grad, grad)
 
 
 def batch_sharpness(
@@ -114,7 +113,13 @@ def batch_sharpness(
   Draws are vmapped (``chunk_size=None``) or mapped in chunks
   (``lax.map`` with ``batch_size=chunk_size``) to bound memory. When
   ``batches`` is sharded along the draw axis, the per-draw work stays on the
-  device that holds the draw and only scalars are reduced.
+  device that holds the draw and only scalars are reduced; parameters may be
+  sharded along any axis, under an Auto or an Explicit mesh.
+
+  Draws whose gradient vanishes (:math:`c_j < 10^{-30}`) carry no direction
+  and are left out; ``num_draws`` counts the rest. If no draw is left the
+  curvature along a zero direction is undefined and ``value`` and ``stderr``
+  are NaN with ``num_draws = 0``.
 
   Args:
     loss_fn: ``loss_fn(params, batch) -> scalar`` mean loss over a batch.
@@ -140,7 +145,11 @@ def batch_sharpness(
     <https://arxiv.org/abs/2412.20553>`_, 2024.
   """
   _check_estimator(estimator)
-  _check_batches(batches)
+  _check_batches(loss_fn, params, batches)
+  if chunk_size is not None and (not isinstance(chunk_size, int)
+                                 or chunk_size < 1):
+    raise ValueError(f"chunk_size must be None or a positive int, got"
+                     f" {chunk_size!r}.")
   per_draw = _per_draw_fn(loss_fn, params)
   if chunk_size is None:
     a, c = jax.vmap(per_draw)(batches)
@@ -164,16 +173,19 @@ def batch_sharpness_adaptive(
   r"""Batch Sharpness with the authors' adaptive Monte Carlo stopping rule.
 
   Draws chunks of ``chunk_size`` mini-batches until, with K draws so far,
-  ``K >= min_draws`` and the delta-method relative standard error of the
-  ratio of means
+  ``K > min_draws`` and the delta-method relative standard error of the
+  ratio of means, as the authors' code computes it,
 
   .. math::
-    \mathrm{relSE}^2 = \frac1K\left[\frac{s_a^2}{\bar a^2}
+    \mathrm{relSE}^2 = \frac{1}{K-1}\left[\frac{s_a^2}{\bar a^2}
       + \frac{s_c^2}{\bar c^2} - \frac{2 s_{ac}}{\bar a \bar c}\right]
 
-  falls below ``rel_tol``, or ``max_draws`` draws were made. The rule tests
-  the ratio of means even for the default estimator, as the authors' code
-  does. ``chunk_size=1`` reproduces the code's exact draw counts.
+  (sample co-variances with ddof = 1) falls below ``rel_tol``, or
+  ``max_draws`` draws were made. As in the code, the rule is first tested
+  once ``min_draws + 1`` draws exist, divides by K - 1 and tests the ratio
+  of means even for the default estimator; ``chunk_size=1`` therefore
+  reproduces the code's draw counts exactly (the returned ``rel_se`` is the
+  usual one, divided by K).
 
   Args:
     loss_fn: ``loss_fn(params, batch) -> scalar``.
@@ -182,7 +194,7 @@ def batch_sharpness_adaptive(
       shape ``(num, b, ...)``, a pure function of the key.
     key: PRNG key of the measurement stream (e.g. ``fold_in(key, step)``).
     estimator: ``"mean_of_ratios"`` or ``"ratio_of_means"``.
-    min_draws: never stop before this many draws.
+    min_draws: the rule is tested only with more than this many draws.
     max_draws: never draw more; must be a multiple of ``chunk_size``.
     rel_tol: target relative standard error.
     chunk_size: draws per vectorised chunk (static).
@@ -201,13 +213,17 @@ def batch_sharpness_adaptive(
     raise ValueError(
         f"min_draws={min_draws} must lie in [2, max_draws={max_draws}]."
     )
-  _check_batches(jax.eval_shape(lambda k: sample_batches(k, chunk_size), key))
+  if not rel_tol > 0:
+    raise ValueError(f"rel_tol must be positive, got {rel_tol!r}.")
+  _check_batches(loss_fn, params,
+                 jax.eval_shape(lambda k: sample_batches(k, chunk_size), key))
   per_draw = jax.vmap(_per_draw_fn(loss_fn, params))
 
   def cond(state):
     drawn, _, moments = state
-    rel_se = _finalize(moments, estimator).rel_se
-    done = (moments.count >= min_draws) & (rel_se < rel_tol)
+    k = moments.count
+    rel_se = _finalize(moments, estimator).rel_se * jnp.sqrt(k / (k - 1))
+    done = (k > min_draws) & (rel_se < rel_tol)
     return (drawn < max_draws) & ~done
 
   def body(state):
@@ -255,20 +271,20 @@ def gni(
   Returns:
     A :class:`GNIEstimate` (stderr over the K draws).
   """
-  _check_batches(batches)
+  _check_batches(loss_fn, params, batches)
   full_grad, hvp_fn = linearize_gradient(
       loss_fn, params, data, num_chunks=num_chunks
   )
 
   def curvature_along(batch):
     g = jax.grad(loss_fn)(params, batch)
-    return optax.tree.vdot(g, hvp_fn(g))
+    return tree_lib.vdot(g, hvp_fn(g))
 
   if chunk_size is None:
     values = jax.vmap(curvature_along)(batches)
   else:
     values = jax.lax.map(curvature_along, batches, batch_size=chunk_size)
-  norm_sq = optax.tree.vdot(full_grad, full_grad)
+  norm_sq = tree_lib.vdot(full_grad, full_grad)
   k = values.shape[0]
   stderr = jnp.std(values, ddof=1) / jnp.sqrt(k) if k > 1 else jnp.nan
   return GNIEstimate(
@@ -297,7 +313,9 @@ def _check_estimator(estimator):
     )
 
 
-def _check_batches(batches):
+def _check_batches(loss_fn, params, batches):
+  """Named errors for params and a stack of mini-batches that is not one (trace time)."""
+  tree_lib.check_real_floating(params, "params")
   tree_lib.leading_size(batches, "batches")
   one_batch = jax.tree.map(
       lambda x: jax.ShapeDtypeStruct(tree_lib.shape_of(x)[1:], x.dtype),
@@ -309,6 +327,19 @@ def _check_batches(batches):
     raise ValueError(
         "batches must stack mini-batches as (num_draws, batch_size, ...): "
         + str(e)
+    ) from None
+  # One unstacked (b, d) batch would pass the checks above as b draws of d
+  # "examples"; a real mini-batch still makes a batch when cut to one example.
+  one_example = jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct((1, *x.shape[1:]), x.dtype), one_batch)
+  try:
+    jax.eval_shape(loss_fn, params, one_example)
+  except (TypeError, ValueError) as e:
+    raise ValueError(
+        "batches must stack mini-batches as (num_draws, batch_size, ...), but"
+        " loss_fn fails on the first example of a draw, so the second axis is"
+        " not a batch axis; pass one batch as jax.tree.map(lambda x: x[None],"
+        f" batch). ({type(e).__name__}: {str(e).splitlines()[0]})"
     ) from None
 
 
@@ -348,6 +379,8 @@ def _finalize(moments: _Moments, estimator: str) -> BatchSharpnessEstimate:
     value, stderr = mean_r, jnp.sqrt(cov[2, 2] / k)
   else:
     value, stderr = ratio, jnp.abs(ratio) * rel_se
+  # Every gradient vanished: the curvature along no direction is undefined.
+  value = jnp.where(k > 0, value, jnp.nan)
   return BatchSharpnessEstimate(
       value=value,
       stderr=stderr,

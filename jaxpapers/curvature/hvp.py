@@ -18,11 +18,14 @@ HVPFn = Callable[[Params], Params]
 
 
 def check_scalar_loss(loss_fn: LossFn, params: Params, *args: Any) -> None:
-  """Raises ``ValueError`` unless ``loss_fn(params, *args)`` is a real scalar.
+  """Raises unless ``params`` are real floats and ``loss_fn(params, *args)`` a real scalar.
 
   Runs on abstract values (``jax.eval_shape``), so it costs nothing at run time
-  and fires at trace time with a message that names the offending shape.
+  and fires at trace time with a message that names the offending shape
+  (``TypeError`` for integer or complex params, whose Hessian products would
+  be zero or conjugated; ``ValueError`` for the loss).
   """
+  tree_lib.check_real_floating(params, "params")
   out = jax.eval_shape(loss_fn, params, *args)
   if not isinstance(out, jax.ShapeDtypeStruct):
     raise ValueError(

@@ -78,7 +78,9 @@ def lambda_max(
     max_iters: maximum number of operator applications (static).
     tol: stop once the relative residual is at most ``tol``; 0 runs all
       ``max_iters`` products.
-    v0: optional start vector (warm start), a pytree like ``params``.
+    v0: optional start vector (warm start), a pytree like ``params``; it
+      must not be zero (a concrete zero ``v0`` is a ``ValueError``; a traced
+      one cannot be checked and gives NaN, as the Krylov space is empty).
     key: PRNG key for a Gaussian start when ``v0`` is None; defaults to
       ``jax.random.key(0)`` so results are deterministic.
 
@@ -112,7 +114,10 @@ def lambda_max(
     x0 = jax.random.normal(key, flat_params.shape, dtype)
   else:
     tree_lib.check_like(v0, params, "v0")
-    x0 = jax.flatten_util.ravel_pytree(v0)[0].astype(dtype)
+    x0 = tree_lib.ravel(v0)[0].astype(dtype)
+    if not isinstance(x0, jax.core.Tracer) and not jnp.any(x0 != 0):
+      raise ValueError("v0 is zero: a start vector spans no Krylov space;"
+                       " pass a nonzero v0 or None for a random start.")
   x0 = x0 / jnp.linalg.norm(x0)
   solver = _lanczos if method == "lanczos" else _power_iteration
   value, vector, num_hvps, residual, estimates = solver(

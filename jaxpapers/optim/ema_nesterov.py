@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxpapers import tree as tree_lib
+
 _M_INITS = ("first_increment", "zeros")
 _INCREMENTS = ("anchor", "inner")
 
@@ -160,6 +162,7 @@ def ema_nesterov(
     return jnp.where(active, beta, jnp.zeros([], dtype))
 
   def init_fn(params):
+    tree_lib.check_real_floating(params, "params")
     m = optax.tree.zeros_like(params, dtype=mu_dtype)
     count = jnp.zeros([], jnp.int32)
     return EmaNesterovState(

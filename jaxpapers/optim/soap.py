@@ -18,6 +18,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxpapers import tree as tree_lib
+
+
+# The authors' default; a None default keeps it out of
+# optax.inject_hyperparams' traced hyperparameters.
+DEFAULT_MAX_PRECOND_DIM = 10000
+
 
 class ScaleBySoapState(NamedTuple):
   """State of :func:`scale_by_soap`.
@@ -47,7 +54,7 @@ def scale_by_soap(
     shampoo_beta: float | jax.Array | None = None,
     eps: float | jax.Array = 1e-8,
     precondition_frequency: int | jax.Array = 10,
-    max_precond_dim: int = 10000,
+    max_precond_dim: int | None = None,
     precondition_1d: bool = False,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Rescales updates with Adam run in the eigenbasis of Shampoo's preconditioner.
@@ -82,8 +89,10 @@ def scale_by_soap(
     shampoo_beta: decay of :math:`L, R`; None uses ``b2``.
     eps: added to :math:`\sqrt{V}`.
     precondition_frequency: Adam steps between eigenbasis refreshes.
-    max_precond_dim: longest axis that gets a preconditioner (static: list it
-      in ``static_args`` under ``optax.inject_hyperparams``).
+    max_precond_dim: longest axis that gets a preconditioner; None is the
+      authors' 10000. Read by ``init`` only, which must see a concrete value:
+      under ``optax.inject_hyperparams`` with an abstract or jitted init, list
+      it in ``static_args``.
     precondition_1d: whether vectors get a preconditioner too.
 
   Returns:
@@ -95,23 +104,33 @@ def scale_by_soap(
     `SOAP: Improving and Stabilizing Shampoo using Adam
     <https://arxiv.org/abs/2409.11321>`_, 2024.
   """
-  if isinstance(max_precond_dim, jax.core.Tracer):
-    raise ValueError(
-        "max_precond_dim sets the state's shapes and must be a static int;"
-        " under optax.inject_hyperparams list it in static_args."
-    )
-  if int(max_precond_dim) < 1:
+  # Under optax.inject_hyperparams every numeric argument arrives as an
+  # array: concrete when init runs, traced inside a jitted update. Only init
+  # reads max_precond_dim and precondition_1d (they fix the state's
+  # shapes); update reads which axes are preconditioned off the state.
+  concrete = lambda x: not isinstance(x, jax.core.Tracer)
+  if max_precond_dim is None:
+    max_precond_dim = DEFAULT_MAX_PRECOND_DIM
+  if concrete(max_precond_dim) and int(max_precond_dim) < 1:
     raise ValueError(f"max_precond_dim must be >= 1, got {max_precond_dim}.")
-  if (not isinstance(precondition_frequency, jax.core.Tracer)
-      and int(precondition_frequency) < 1):
+  if concrete(precondition_frequency) and int(precondition_frequency) < 1:
     raise ValueError(
         f"precondition_frequency must be >= 1, got {precondition_frequency}."
     )
-  preconditioned = lambda shape: tuple(
-      (len(shape) >= 2 or precondition_1d) and d <= max_precond_dim
-      for d in shape)
+  _check_soap_ranges(b1=b1, b2=b2, shampoo_beta=shampoo_beta, eps=eps)
+
+  def preconditioned(shape):
+    if not (concrete(max_precond_dim) and concrete(precondition_1d)):
+      raise ValueError(
+          "max_precond_dim and precondition_1d set the state's shapes and must"
+          " be concrete when init runs (not traced inside jit); under"
+          " optax.inject_hyperparams list them in static_args.")
+    return tuple((len(shape) >= 2 or bool(precondition_1d))
+                 and d <= int(max_precond_dim) for d in shape)
 
   def init_fn(params):
+    tree_lib.check_real_floating(params, "params")
+
     def matrices(p):
       dtype = _compute_dtype(p.dtype)
       return tuple(jnp.eye(d, dtype=dtype) if on else None
@@ -142,8 +161,7 @@ def scale_by_soap(
       dtype = mu.dtype
       # The rotations contract every axis: under an explicit mesh they run on
       # gathered copies, and the moments go back to the params' shardings.
-      (g, mu, nu), restore = _gathered((g.astype(dtype), mu, nu),
-                                       any(q is not None for q in qs))
+      (g, mu, nu), restore = _gathered((g.astype(dtype), mu, nu), qs)
       c1, c2 = (jnp.asarray(b).astype(dtype) for b in (b1, b2))
       new_mu = c1 * mu + (1 - c1) * g
       new_nu = c2 * nu + (1 - c2) * jnp.square(_rotate(g, qs, back=False))
@@ -188,7 +206,7 @@ def soap(
     weight_decay: float | jax.Array = 0.01,
     weight_decay_mask: Any = None,
     precondition_frequency: int | jax.Array = 10,
-    max_precond_dim: int = 10000,
+    max_precond_dim: int | None = None,
     precondition_1d: bool = False,
 ) -> optax.GradientTransformationExtraArgs:
   r"""SOAP with decoupled weight decay and a learning rate (the authors' defaults).
@@ -205,7 +223,7 @@ def soap(
     weight_decay: decoupled weight decay, multiplied by the learning rate.
     weight_decay_mask: optax mask (tree or callable) of leaves to decay.
     precondition_frequency: Adam steps between eigenbasis refreshes.
-    max_precond_dim: longest axis that gets a preconditioner.
+    max_precond_dim: longest axis that gets a preconditioner (None: 10000).
     precondition_1d: whether vectors get a preconditioner too.
 
   Returns:
@@ -239,24 +257,30 @@ def soap(
   )
 
 
+def _check_soap_ranges(**hyperparams) -> None:
+  """Named errors for betas outside [0, 1) and a negative eps (Python or concrete)."""
+  for name, value in hyperparams.items():
+    if value is None or isinstance(value, jax.core.Tracer):
+      continue  # traced values (inject_hyperparams) cannot be checked here
+    value = float(value)
+    if name == "eps":
+      if not value >= 0:
+        raise ValueError(f"eps must be >= 0, got {value}.")
+    elif not 0 <= value < 1:
+      raise ValueError(f"{name} must lie in [0, 1), got {value}.")
+
+
 def _compute_dtype(dtype) -> jnp.dtype:
   """float32, or the param's dtype when wider (float64 under x64)."""
   dtype = jnp.dtype(dtype)
   return dtype if dtype.itemsize > 4 else jnp.dtype(jnp.float32)
 
 
-def _gathered(arrays, gather: bool):
-  """Replicates explicitly sharded ``arrays``; returns them and an undo function.
-
-  A no-op outside an explicit mesh or when ``gather`` is False.
-  """
-  specs = [jax.typeof(x).sharding.spec for x in arrays]
-  if not gather or all(s is None for spec in specs for s in spec):
+def _gathered(arrays, qs):
+  """Gathers explicitly sharded ``arrays`` when some axis has a basis to rotate by."""
+  if all(q is None for q in qs):
     return arrays, lambda xs: xs
-  replicated = tuple(jax.sharding.reshard(x, jax.P()) for x in arrays)
-  restore = lambda xs: tuple(jax.sharding.reshard(x, spec)
-                             for x, spec in zip(xs, specs))
-  return replicated, restore
+  return tree_lib.gather_explicit(arrays)
 
 
 def _rotate(x: jax.Array, qs: tuple[jax.Array | None, ...], *,
@@ -297,7 +321,7 @@ def _power_qr_bases(preconditioners, eigenbases, nu):
   """One power iteration and a QR per factor; permutes ``nu`` to the new order."""
 
   def per_param(v, ls, qs):
-    (v,), restore = _gathered((v,), any(q is not None for q in qs))
+    (v,), restore = _gathered((v,), qs)
     new_qs = []
     for axis, (l, q) in enumerate(zip(ls, qs)):
       if l is None:

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxpapers import tree as tree_lib
 from jaxpapers.curvature.batch_sharpness import directional_curvature
 from jaxpapers.curvature.hvp import quadratic_form
 
@@ -66,7 +67,8 @@ def track_batch_sharpness(
 
   Args:
     decay: None for the arithmetic mean over all steps, or an EMA decay in
-      ``[0, 1)`` (may be traced, e.g. under ``optax.inject_hyperparams``).
+      ``[0, 1)``; a Python number is checked here, a traced one (e.g. under
+      ``optax.inject_hyperparams``) cannot be and must lie in that range.
 
   Returns:
     An ``optax.GradientTransformationExtraArgs``; its ``update`` requires
@@ -90,8 +92,12 @@ def track_batch_sharpness(
     Andreyev & Beneventano, `Edge of Stochastic Stability
     <https://arxiv.org/abs/2412.20553>`_, 2024.
   """
+  if decay is not None and not isinstance(decay, jax.Array):
+    if not 0 <= decay < 1:
+      raise ValueError(f"decay must be None or lie in [0, 1), got {decay!r}.")
 
   def init_fn(params):
+    tree_lib.check_real_floating(params, "params")
     dtype = _float_dtype(params)
     return TrackBatchSharpnessState(
         count=jnp.zeros([], jnp.int32),
@@ -116,7 +122,7 @@ def track_batch_sharpness(
       )
     else:
       curvature = quadratic_form(loss_fn, params, grad, batch_kwargs)
-      grad_sq_norm = optax.tree.vdot(grad, grad)
+      grad_sq_norm = tree_lib.vdot(grad, grad)
     dtype = state.batch_sharpness.dtype
     sharpness = (curvature / grad_sq_norm).astype(dtype)
     count = optax.safe_increment(state.count)

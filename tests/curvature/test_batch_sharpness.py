@@ -108,7 +108,13 @@ def test_sharded_draws_give_the_single_device_value():
 
 def _adaptive_reference(w, data, key, batch_size, chunk, min_draws, max_draws,
                         rel_tol):
-  """The stopping rule in numpy, on the same keys as the JAX loop."""
+  """The authors' stopping rule, replayed in numpy on the same keys as the JAX loop.
+
+  Their loop (``calculate_averaged_grad_H_grad``, github.com/arseniqum/
+  edge-of-stochastic-stability, utils/measure.py) appends draw ``i`` (0-based),
+  skips the test while ``i < min_estimates`` and divides the delta-method
+  variance by ``i`` = K - 1; chunks only move where the test can fire.
+  """
   a_all, c_all = [], []
   while True:
     key, draw_key = jax.random.split(key)
@@ -116,19 +122,24 @@ def _adaptive_reference(w, data, key, batch_size, chunk, min_draws, max_draws,
     a, c = _numpy_draws(w, np.asarray(xb), np.asarray(yb))
     a_all += list(a)
     c_all += list(c)
-    a_arr, c_arr = np.array(a_all), np.array(c_all)
-    k = len(a_arr)
-    if k < min_draws:
+    i = len(a_all) - 1
+    if len(a_all) >= max_draws:
+      return len(a_all), float(np.mean(np.array(a_all) / np.array(c_all)))
+    if i < min_draws:
       continue
-    cov = np.cov(np.stack([a_arr, c_arr]), ddof=1)
-    rel_se = np.sqrt((cov[0, 0] / a_arr.mean() ** 2 + cov[1, 1] / c_arr.mean() ** 2
-                      - 2 * cov[0, 1] / (a_arr.mean() * c_arr.mean())) / k)
-    if (k >= min_draws and rel_se < rel_tol) or k >= max_draws:
-      return k, float(np.mean(a_arr / c_arr))
+    mean_x, mean_y = np.mean(a_all), np.mean(c_all)
+    var_x, var_y = np.var(a_all, ddof=1), np.var(c_all, ddof=1)
+    cov_xy = np.cov(a_all, c_all, ddof=1)[0, 1]
+    ratio = mean_x / mean_y
+    var_ratio = (var_x / mean_y**2 - 2 * cov_xy * mean_x / mean_y**3
+                 + var_y * mean_x**2 / mean_y**4) / i
+    if np.sqrt(var_ratio) / abs(ratio) < rel_tol:
+      return len(a_all), float(np.mean(np.array(a_all) / np.array(c_all)))
 
 
-@pytest.mark.parametrize("rel_tol,chunk", [(0.05, 5), (0.02, 1), (1e-9, 10)])
-def test_adaptive_stopping_rule_matches_reference(rel_tol, chunk):
+@pytest.mark.parametrize("rel_tol,chunk", [(0.2, 5), (0.2, 1), (0.3, 1),
+                                           (1e-9, 10)])
+def test_adaptive_stopping_rule_replays_the_authors_rule(rel_tol, chunk):
   w, data = _problem(n=64)
   key = jax.random.key(7)
   sampler = functools.partial(_sample, data)
@@ -141,6 +152,8 @@ def test_adaptive_stopping_rule_matches_reference(rel_tol, chunk):
   np.testing.assert_allclose(est.value, value, rtol=1e-4)
   if rel_tol == 1e-9:
     assert k == 60  # the budget, not the tolerance, stopped it
+  else:
+    assert 10 < k < 60  # the tolerance did
 
 
 def _sample(data, key, num):
