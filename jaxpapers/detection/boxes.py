@@ -1,0 +1,128 @@
+"""Axis-aligned boxes: the IoU matrix and proposal recall at an IoU threshold.
+
+Boxes are ``(x0, y0, x1, y1)`` in pixels, ``x1 >= x0`` and ``y1 >= y0``.
+Sets of boxes have static shapes; a boolean mask marks the real ones, so a
+batch of images with different object counts stacks into one array.
+"""
+
+import jax
+import jax.numpy as jnp
+
+
+def _check_boxes(boxes: jax.Array, name: str) -> None:
+  if boxes.ndim != 2 or boxes.shape[-1] != 4:
+    raise ValueError(f"{name} must have shape (num_boxes, 4) as (x0, y0, x1,"
+                     f" y1); got shape {boxes.shape}.")
+  if not jnp.issubdtype(boxes.dtype, jnp.floating):
+    raise TypeError(f"{name} must be floating point; got dtype {boxes.dtype}.")
+
+
+def _check_mask(mask: jax.Array | None, boxes: jax.Array, name: str
+                ) -> jax.Array:
+  if mask is None:
+    return jnp.ones(boxes.shape[:1], jnp.bool_)
+  if mask.shape != boxes.shape[:1] or mask.dtype != jnp.bool_:
+    raise ValueError(f"{name} must be a bool array of shape {boxes.shape[:1]};"
+                     f" got {mask.dtype} of shape {mask.shape}.")
+  return mask
+
+
+def box_iou(boxes_a_Nx4: jax.Array, boxes_b_Mx4: jax.Array) -> jax.Array:
+  r"""Intersection over union of every pair of boxes.
+
+  .. math::
+    \mathrm{IoU}(a, b) = \frac{|a \cap b|}{|a| + |b| - |a \cap b|}
+
+  with 0 where the union is empty (two degenerate boxes).
+
+  Args:
+    boxes_a_Nx4: ``(N, 4)`` boxes ``(x0, y0, x1, y1)``.
+    boxes_b_Mx4: ``(M, 4)`` boxes, same dtype.
+
+  Returns:
+    ``(N, M)`` IoU matrix, entries in [0, 1].
+
+  Raises:
+    ValueError / TypeError: for arrays that are not ``(num_boxes, 4)``
+      floating point.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> a = jnp.array([[0.0, 0.0, 2.0, 2.0]])
+    >>> b = jnp.array([[1.0, 0.0, 3.0, 2.0], [5.0, 5.0, 6.0, 6.0]])
+    >>> [round(v, 4) for v in box_iou(a, b)[0].tolist()]
+    [0.3333, 0.0]
+  """
+  _check_boxes(boxes_a_Nx4, "boxes_a_Nx4")
+  _check_boxes(boxes_b_Mx4, "boxes_b_Mx4")
+  a, b = boxes_a_Nx4[:, None, :], boxes_b_Mx4[None, :, :]
+  width = jnp.clip(jnp.minimum(a[..., 2], b[..., 2])
+                   - jnp.maximum(a[..., 0], b[..., 0]), 0)
+  height = jnp.clip(jnp.minimum(a[..., 3], b[..., 3])
+                    - jnp.maximum(a[..., 1], b[..., 1]), 0)
+  intersection_NxM = width * height
+  area = lambda box: (box[..., 2] - box[..., 0]) * (box[..., 3] - box[..., 1])
+  union_NxM = area(a) + area(b) - intersection_NxM
+  return jnp.where(union_NxM > 0,
+                   intersection_NxM / jnp.where(union_NxM > 0, union_NxM, 1),
+                   0)
+
+
+def covered_ground_truth(truth_Gx4: jax.Array, proposals_Px4: jax.Array, *,
+                         truth_valid_G: jax.Array | None = None,
+                         proposals_valid_P: jax.Array | None = None,
+                         iou_threshold: float = 0.5) -> jax.Array:
+  """Which true boxes have at least one valid proposal at IoU >= ``iou_threshold``.
+
+  Proposal recall, as for region-proposal evaluation: no one-to-one matching,
+  a proposal may cover several objects.
+
+  Args:
+    truth_Gx4: ``(G, 4)`` true boxes.
+    proposals_Px4: ``(P, 4)`` proposals (e.g. the selected queries).
+    truth_valid_G: bool mask of the real true boxes (default: all).
+    proposals_valid_P: bool mask of the proposals that count (default: all).
+    iou_threshold: a Python float in (0, 1].
+
+  Returns:
+    ``(G,)`` bool, False for padding.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> truth = jnp.array([[0.0, 0.0, 2.0, 2.0], [4.0, 4.0, 6.0, 6.0]])
+    >>> props = jnp.array([[0.0, 0.0, 2.0, 1.8], [4.0, 4.0, 5.0, 5.0]])
+    >>> covered_ground_truth(truth, props).tolist()
+    [True, False]
+  """
+  if not 0.0 < iou_threshold <= 1.0:
+    raise ValueError(f"iou_threshold must be in (0, 1]; got {iou_threshold}.")
+  iou_GxP = box_iou(truth_Gx4, proposals_Px4)
+  truth_valid_G = _check_mask(truth_valid_G, truth_Gx4, "truth_valid_G")
+  proposals_valid_P = _check_mask(proposals_valid_P, proposals_Px4,
+                                  "proposals_valid_P")
+  hit_GxP = (iou_GxP >= iou_threshold) & proposals_valid_P[None, :]
+  return jnp.any(hit_GxP, axis=1) & truth_valid_G
+
+
+def box_recall(truth_Gx4: jax.Array, proposals_Px4: jax.Array, *,
+               truth_valid_G: jax.Array | None = None,
+               proposals_valid_P: jax.Array | None = None,
+               iou_threshold: float = 0.5) -> jax.Array:
+  """Fraction of the real true boxes covered at IoU >= ``iou_threshold``.
+
+  See :func:`covered_ground_truth` for the arguments; an image without true
+  boxes has recall 1 (nothing was missed).
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> truth = jnp.array([[0.0, 0.0, 2.0, 2.0], [4.0, 4.0, 6.0, 6.0]])
+    >>> props = jnp.array([[0.0, 0.0, 2.0, 1.8], [4.0, 4.0, 5.0, 5.0]])
+    >>> float(box_recall(truth, props))
+    0.5
+  """
+  covered_G = covered_ground_truth(
+      truth_Gx4, proposals_Px4, truth_valid_G=truth_valid_G,
+      proposals_valid_P=proposals_valid_P, iou_threshold=iou_threshold)
+  num_truth = jnp.sum(_check_mask(truth_valid_G, truth_Gx4, "truth_valid_G"))
+  return jnp.where(num_truth > 0,
+                   jnp.sum(covered_G) / jnp.maximum(num_truth, 1), 1.0)
