@@ -1,0 +1,330 @@
+r"""N-digit addition as a NeSy program, with an exact E-step over the carry chain.
+
+Symbols: ``z = (a_1..a_N, b_1..b_N)``, the digits of two N-digit numbers,
+least significant first, each predicted by a network (``K = 2N`` symbols of
+``V = 10`` values). The program is ``phi(z) = a + b``; its label ``y`` is
+given as ``N + 1`` digits, least significant first (:func:`sum_to_digits`).
+
+The posterior :math:`q(z) \propto p_\theta(z|x)\,1[\phi(z) = y]` factorises
+along the carry chain. With :math:`c_0 = 0`, :math:`c_N = y_{N+1}` and the
+2 x 2 transfer matrices
+
+.. math::
+  T_i[c, c'] = \sum_{a, b} p(a_i{=}a)\, p(b_i{=}b)\,
+  1[(a + b + c) \bmod 10 = y_i]\, 1[\lfloor (a + b + c)/10 \rfloor = c'],
+
+the forward messages are :math:`\alpha_i = \alpha_{i-1} T_i` from
+:math:`\alpha_0 = e_0`, the backward ones :math:`\beta_{i-1} = T_i \beta_i`
+from :math:`\beta_N = e_{y_{N+1}}`, :math:`Z = p_\theta(y|x) =
+\alpha_N[y_{N+1}]`, and
+
+.. math::
+  q(a_i{=}a) = \frac{p(a_i{=}a)}{Z} \sum_{c, c'} \alpha_{i-1}[c]
+  \Big[\sum_b p(b_i{=}b)\, 1[\ldots]\Big] \beta_i[c'],
+
+the same for :math:`b_i`. Everything runs in log space (``logsumexp``) with
+``lax.scan`` over the N positions, at cost O(N * 2 * 2 * 100) per example, so
+N = 100 costs 100 times N = 1, where enumerating the :math:`100^N` worlds
+explodes. Max-product on the same chain gives the MAP assignment (Viterbi),
+forward filtering then backward sampling an exact posterior sample (FFBS).
+
+Labels that no digits can produce (a top digit above 1, a digit outside
+0..9, or a sum above :math:`2(10^N - 1)`) are *infeasible*: they get
+``log_z = -inf``, zero marginals and zero weight, never a NaN
+(:func:`sum_to_digits` raises :class:`UnreachableSumError` for them on the
+host).
+
+Source status: the E-step / M-step split is EM-NeSy's (Seibt, De Raedt and
+Marra, 2026, abstract); **reconstruction** (ours, ``docs/em_nesy.md``): this
+carry-chain factorisation, its max-product and FFBS variants and the
+feasibility rule. The chain is the usual hidden-Markov forward-backward
+(Rabiner, 1989) with the carry as the hidden state.
+
+References:
+  Seibt, De Raedt and Marra, `EM-NeSy: Expectation-Maximization for
+  neurosymbolic learning <https://arxiv.org/abs/2606.14463>`_, 2026.
+  Rabiner, `A tutorial on hidden Markov models
+  <https://doi.org/10.1109/5.18626>`_, Proc. IEEE 77(2), 1989.
+"""
+
+import dataclasses
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+NUM_VALUES = 10
+
+
+class UnreachableSumError(ValueError):
+  """A sum that no two N-digit numbers add up to."""
+
+
+def _carry_mask() -> np.ndarray:
+  """``mask[y, c, c', a, b] = 1[(a+b+c) % 10 = y and (a+b+c) // 10 = c']``."""
+  total = (np.arange(NUM_VALUES)[None, :, None]
+           + np.arange(NUM_VALUES)[None, None, :]
+           + np.arange(2)[:, None, None])  # (c, a, b)
+  y = np.arange(NUM_VALUES)[:, None, None, None, None]
+  carry_out = np.arange(2)[None, None, :, None, None]
+  return ((total[None, :, None] % 10 == y)
+          & (total[None, :, None] // 10 == carry_out))
+
+
+_CARRY_MASK = _carry_mask()  # (10, 2, 2, 10, 10)
+
+
+def _lse(x: jax.Array, axis) -> jax.Array:
+  """``logsumexp`` whose gradient is 0, not NaN, where every term is -inf.
+
+  Impossible carries make whole message entries -inf; with
+  ``jax.nn.logsumexp`` their zero cotangent times 0/0 would leak NaN into
+  the gradient of the feasible terms beside them.
+  """
+  shift = jax.lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+  shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+  total = jnp.sum(jnp.exp(x - shift), axis=axis)
+  positive = total > 0
+  return jnp.where(positive, jnp.log(jnp.where(positive, total, 1.0))
+                   + jnp.squeeze(shift, axis), -jnp.inf)
+
+
+@dataclasses.dataclass(frozen=True)
+class DigitAddition:
+  """The program ``a + b = y`` over two ``num_digits``-digit numbers.
+
+  Per-example methods (batch them with ``jax.vmap``, as
+  :func:`jaxpapers.nesy.em.estep` does): ``logp`` is ``(2N, 10)``
+  log-probabilities of the symbols ``(a_1..a_N, b_1..b_N)`` (least
+  significant first), ``label`` the ``(N + 1,)`` int digits of the sum.
+
+  Example:
+    >>> import jax, jax.numpy as jnp
+    >>> program = DigitAddition(2)
+    >>> logp = jax.nn.log_softmax(jnp.zeros((4, 10)))
+    >>> label = jnp.asarray(sum_to_digits(198, 2))  # only 99 + 99
+    >>> q, log_z = program.marginals(logp, label)
+    >>> round(float(log_z / jnp.log(10.0)), 4), q[:, 9].tolist()
+    (-4.0, [1.0, 1.0, 1.0, 1.0])
+  """
+
+  num_digits: int
+
+  def __post_init__(self):
+    if not isinstance(self.num_digits, (int, np.integer)) or self.num_digits < 1:
+      raise ValueError(f"num_digits must be an int >= 1; got {self.num_digits!r}.")
+
+  @property
+  def num_symbols(self) -> int:
+    return 2 * self.num_digits
+
+  @property
+  def num_values(self) -> int:
+    return NUM_VALUES
+
+  @property
+  def label_shape(self) -> tuple[int, ...]:
+    return (self.num_digits + 1,)
+
+  def placeholder_label(self) -> jax.Array:
+    """A feasible label (0 + 0) that stands in for infeasible ones under ``where``."""
+    return jnp.zeros(self.label_shape, jnp.int32)
+
+  def feasible(self, label: jax.Array) -> jax.Array:
+    """True iff some digits produce ``label``: 0 <= y <= 2 (10^N - 1)."""
+    self._check_label(label)
+    in_range = jnp.all((label >= 0) & (label < NUM_VALUES))
+    top, lower = label[-1], label[:-1]
+    # With top digit 1, y = 10^N + lower <= 2 * 10^N - 2 iff lower != 99..9.
+    return in_range & ((top == 0) | ((top == 1) & ~jnp.all(lower == 9)))
+
+  def log_z(self, logp: jax.Array, label: jax.Array) -> jax.Array:
+    """:math:`\\log p(y|x)` by the forward pass; differentiable in ``logp``."""
+    log_t, top = self._transfer(logp, label)
+    return self._forward(log_t)[1][top]
+
+  def marginals(self, logp: jax.Array, label: jax.Array
+                ) -> tuple[jax.Array, jax.Array]:
+    """Exact posterior marginals ``(2N, 10)`` and log Z by forward-backward."""
+    masked, top = self._masked_joint(logp, label)
+    log_t = _lse(masked, axis=(-2, -1))
+    alpha_in, alpha_end = self._forward(log_t)
+    log_z = alpha_end[top]
+    beta_out = self._backward(log_t, top)
+    scores = (alpha_in[:, :, None, None, None]
+              + beta_out[:, None, :, None, None] + masked)  # (N, c, c', a, b)
+    log_q_a = _lse(scores, axis=(1, 2, 4)) - log_z
+    log_q_b = _lse(scores, axis=(1, 2, 3)) - log_z
+    return jnp.exp(jnp.concatenate([log_q_a, log_q_b])), log_z
+
+  def map_assignment(self, logp: jax.Array, label: jax.Array
+                     ) -> tuple[jax.Array, jax.Array]:
+    """The most probable digits given the label (max-product) and their log-probability."""
+    masked, top = self._masked_joint(logp, label)
+    n = self.num_digits
+    flat = masked.reshape(n, 2, 2, NUM_VALUES * NUM_VALUES)
+    best_pair = jnp.argmax(flat, -1).astype(jnp.int32)
+    log_t_max = jnp.max(flat, -1)
+
+    def forward(delta, log_t_i):
+      scores = delta[:, None] + log_t_i  # (c, c')
+      return jnp.max(scores, 0), jnp.argmax(scores, 0).astype(jnp.int32)
+
+    delta0 = jnp.array([0.0, -jnp.inf], logp.dtype)
+    delta_end, best_carry_in = jax.lax.scan(forward, delta0, log_t_max)
+
+    def backtrack(carry_out, inputs):
+      back_i, pair_i = inputs
+      carry_in = back_i[carry_out]
+      return carry_in, pair_i[carry_in, carry_out]
+
+    _, pairs = jax.lax.scan(backtrack, top, (best_carry_in, best_pair),
+                            reverse=True)
+    return self._digits_of_pairs(pairs), delta_end[top]
+
+  def sample(self, key: jax.Array, logp: jax.Array, label: jax.Array
+             ) -> jax.Array:
+    """One exact sample of ``q(z)`` by forward filtering, backward sampling."""
+    masked, top = self._masked_joint(logp, label)
+    log_t = _lse(masked, axis=(-2, -1))
+    alpha_in, _ = self._forward(log_t)
+    n = self.num_digits
+    keys = jax.random.split(key, (n, 2))
+
+    def backward(carry_out, inputs):
+      keys_i, alpha_i, log_t_i, masked_i = inputs
+      carry_in = jax.random.categorical(
+          keys_i[0], alpha_i + log_t_i[:, carry_out]).astype(jnp.int32)
+      pair = jax.random.categorical(
+          keys_i[1], masked_i[carry_in, carry_out].reshape(-1)).astype(jnp.int32)
+      return carry_in, pair
+
+    _, pairs = jax.lax.scan(backward, top, (keys, alpha_in, log_t, masked),
+                            reverse=True)
+    return self._digits_of_pairs(pairs)
+
+  def satisfied(self, z: jax.Array, label: jax.Array) -> jax.Array:
+    """True iff the digits ``z`` (``(2N,)`` ints) add up to ``label``."""
+    self._check_label(label)
+    a, b = z[:self.num_digits], z[self.num_digits:]
+
+    def add(carry, digits):
+      total = digits[0] + digits[1] + carry
+      return total // 10, total % 10
+
+    carry, sum_digits = jax.lax.scan(add, jnp.zeros((), z.dtype),
+                                     jnp.stack([a, b], 1))
+    return jnp.all(sum_digits == label[:-1]) & (carry == label[-1])
+
+  # ------------------------------------------------------------ internals --
+
+  def _check_label(self, label: jax.Array) -> None:
+    if label.shape != self.label_shape or not jnp.issubdtype(label.dtype,
+                                                             jnp.integer):
+      raise ValueError(
+          f"label must be {self.label_shape} int digits of the sum (least"
+          f" significant first, see sum_to_digits); got {label.shape}"
+          f" {label.dtype}.")
+
+  def _masked_joint(self, logp, label):
+    """``log p(a_i) + log p(b_i)`` where ``(a, b, c) -> (y_i, c')``, else -inf."""
+    self._check_label(label)
+    n = self.num_digits
+    if logp.shape != (2 * n, NUM_VALUES):
+      raise ValueError(f"logp must be ({2 * n}, {NUM_VALUES}) log-probabilities"
+                       f" of (a_1..a_N, b_1..b_N); got {logp.shape}.")
+    joint = logp[:n, :, None] + logp[n:, None, :]  # (N, a, b)
+    mask = jnp.asarray(_CARRY_MASK)[jnp.clip(label[:-1], 0, NUM_VALUES - 1)]
+    masked = jnp.where(mask, joint[:, None, None], -jnp.inf)
+    return masked, jnp.clip(label[-1], 0, 1).astype(jnp.int32)
+
+  def _transfer(self, logp, label):
+    masked, top = self._masked_joint(logp, label)
+    return _lse(masked, axis=(-2, -1)), top
+
+  @staticmethod
+  def _forward(log_t):
+    """Incoming messages ``alpha_{i-1}`` (N, 2) and the final ``alpha_N``."""
+    def step(alpha, log_t_i):
+      return _lse(alpha[:, None] + log_t_i, axis=0), alpha
+
+    alpha0 = jnp.array([0.0, -jnp.inf], log_t.dtype)
+    alpha_end, alpha_in = jax.lax.scan(step, alpha0, log_t)
+    return alpha_in, alpha_end
+
+  @staticmethod
+  def _backward(log_t, top):
+    """Outgoing messages ``beta_i`` (N, 2), from ``beta_N = e_top``."""
+    def step(beta, log_t_i):
+      return _lse(log_t_i + beta[None, :], axis=1), beta
+
+    beta_end = jnp.where(jnp.arange(2, dtype=top.dtype) == top, 0.0, -jnp.inf).astype(log_t.dtype)
+    _, beta_out = jax.lax.scan(step, beta_end, log_t, reverse=True)
+    return beta_out
+
+  @staticmethod
+  def _digits_of_pairs(pairs):
+    return jnp.concatenate([pairs // NUM_VALUES, pairs % NUM_VALUES]).astype(
+        jnp.int32)
+
+
+def sum_to_digits(total: int | Sequence[int], num_digits: int) -> np.ndarray:
+  """The ``num_digits + 1`` digits of a sum (or of each of a list), least significant first.
+
+  Python ints, so N = 100 sums are exact. Raises :class:`UnreachableSumError`
+  for a sum outside ``[0, 2 (10^N - 1)]``, which no two N-digit numbers make.
+
+  Example:
+    >>> sum_to_digits(1234 + 9876, 4).tolist()
+    [0, 1, 1, 1, 1]
+  """
+  if np.ndim(total) == 0:
+    total = int(total)
+    if not 0 <= total <= 2 * (10**num_digits - 1):
+      raise UnreachableSumError(
+          f"sum {total} is not a sum of two {num_digits}-digit numbers"
+          f" (0..{2 * (10**num_digits - 1)}).")
+    return np.array([(total // 10**i) % 10 for i in range(num_digits + 1)],
+                    np.int32)
+  return np.stack([sum_to_digits(t, num_digits) for t in total])
+
+
+def digits_to_int(digits: Sequence[int]) -> int:
+  """The integer of least-significant-first digits (exact for any length)."""
+  return sum(int(d) * 10**i for i, d in enumerate(digits))
+
+
+def addition_examples(digit_labels: np.ndarray, num_sums: int, num_digits: int,
+                      seed: int) -> tuple[np.ndarray, np.ndarray]:
+  """Random N-digit addition problems over a pool of labelled images.
+
+  Each problem draws ``2N`` image indices uniformly (with replacement across
+  problems) from the pool; the label is the sum of the two numbers they
+  write, least-significant digit first.
+
+  Args:
+    digit_labels: ``(n,)`` class (0..9) of each image of the pool.
+    num_sums: number of problems.
+    num_digits: N.
+    seed: numpy seed.
+
+  Returns:
+    ``(indices, label_digits)``: ``(num_sums, 2N)`` int32 indices into the
+    pool in symbol order ``(a_1..a_N, b_1..b_N)`` and ``(num_sums, N + 1)``
+    int32 digits of the sums.
+  """
+  if num_sums < 1 or num_digits < 1:
+    raise ValueError(f"num_sums and num_digits must be >= 1; got {num_sums},"
+                     f" {num_digits}.")
+  rng = np.random.default_rng(seed)
+  indices = rng.integers(0, len(digit_labels), (num_sums, 2 * num_digits))
+  digits = np.asarray(digit_labels)[indices]
+  # Column addition with carries, vectorised over problems (exact for any N).
+  labels = np.zeros((num_sums, num_digits + 1), np.int32)
+  carry = np.zeros(num_sums, np.int64)
+  for i in range(num_digits):
+    total = digits[:, i] + digits[:, num_digits + i] + carry
+    labels[:, i], carry = total % 10, total // 10
+  labels[:, num_digits] = carry
+  return indices.astype(np.int32), labels

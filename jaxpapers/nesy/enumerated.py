@@ -1,0 +1,174 @@
+r"""Any small symbolic program, by enumerating its worlds.
+
+A user's program ``phi`` maps ``K`` symbols of ``V`` values each to an
+integer label. :func:`enumerate_program` evaluates it once on every one of
+the :math:`V^K` worlds; the E-step then works on the table:
+
+.. math::
+  \log Z = \log \sum_{w:\, \phi(w) = y} \prod_k p(z_k = w_k), \qquad
+  q_k(v) = \frac{1}{Z} \sum_{w:\, \phi(w) = y,\, w_k = v} \prod_j p(z_j = w_j).
+
+Cost and memory are O(V^K K) per example, so this is for small symbol
+spaces (a few digits); :class:`jaxpapers.nesy.addition.DigitAddition` is the
+scalable special case of addition. A label that no world produces is
+infeasible: zero weight, never a NaN.
+
+Source status: exact inference by enumeration is the textbook baseline that
+EM-NeSy's E-step generalises (Seibt, De Raedt and Marra, 2026, abstract);
+the table layout is ours.
+
+References:
+  Seibt, De Raedt and Marra, `EM-NeSy: Expectation-Maximization for
+  neurosymbolic learning <https://arxiv.org/abs/2606.14463>`_, 2026.
+"""
+
+import dataclasses
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+DEFAULT_MAX_WORLDS = 10**6
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EnumeratedProgram:
+  """A program given by its table of worlds; build it with :func:`enumerate_program`.
+
+  Per-example methods with the interface of
+  :class:`jaxpapers.nesy.addition.DigitAddition`: ``logp`` is ``(K, V)``,
+  ``label`` an int scalar. Compared by identity, so it can be a static
+  ``jit`` argument.
+
+  Attributes:
+    worlds: ``(V^K, K)`` int32, every assignment in ``itertools.product``
+      order (world ``w`` has index ``sum_k w_k V^(K-1-k)``).
+    world_labels: ``(V^K,)`` int32, ``phi`` of each world.
+    num_values: ``V``.
+  """
+
+  worlds: np.ndarray
+  world_labels: np.ndarray
+  num_values: int
+
+  @property
+  def num_symbols(self) -> int:
+    return self.worlds.shape[1]
+
+  @property
+  def label_shape(self) -> tuple[int, ...]:
+    return ()
+
+  def placeholder_label(self) -> jax.Array:
+    return jnp.asarray(self.world_labels[0], jnp.int32)
+
+  def feasible(self, label: jax.Array) -> jax.Array:
+    self._check_label(label)
+    return jnp.any(jnp.asarray(self.world_labels) == label)
+
+  def log_z(self, logp: jax.Array, label: jax.Array) -> jax.Array:
+    return jax.nn.logsumexp(self._log_joint(logp, label))
+
+  def marginals(self, logp: jax.Array, label: jax.Array
+                ) -> tuple[jax.Array, jax.Array]:
+    log_joint = self._log_joint(logp, label)
+    log_z = jax.nn.logsumexp(log_joint)
+    posterior_w = jnp.exp(log_joint - log_z)
+    q = jax.vmap(lambda column: jax.ops.segment_sum(
+        posterior_w, column, num_segments=self.num_values),
+                 in_axes=1)(jnp.asarray(self.worlds))
+    return q, log_z
+
+  def map_assignment(self, logp: jax.Array, label: jax.Array
+                     ) -> tuple[jax.Array, jax.Array]:
+    log_joint = self._log_joint(logp, label)
+    best = jnp.argmax(log_joint)
+    return jnp.asarray(self.worlds)[best], log_joint[best]
+
+  def sample(self, key: jax.Array, logp: jax.Array, label: jax.Array
+             ) -> jax.Array:
+    return jnp.asarray(self.worlds)[
+        jax.random.categorical(key, self._log_joint(logp, label))]
+
+  def satisfied(self, z: jax.Array, label: jax.Array) -> jax.Array:
+    self._check_label(label)
+    place = self.num_values ** np.arange(self.num_symbols - 1, -1, -1)
+    index = jnp.sum(z * jnp.asarray(place, z.dtype))
+    return jnp.asarray(self.world_labels)[index] == label
+
+  def _check_label(self, label: jax.Array) -> None:
+    if label.shape != () or not jnp.issubdtype(label.dtype, jnp.integer):
+      raise ValueError(f"label must be an int scalar; got {label.shape}"
+                       f" {label.dtype}.")
+
+  def _log_joint(self, logp, label):
+    """``log p(w)`` for the worlds with ``phi(w) = label``, -inf for the others."""
+    self._check_label(label)
+    if logp.shape != (self.num_symbols, self.num_values):
+      raise ValueError(f"logp must be ({self.num_symbols}, {self.num_values});"
+                       f" got {logp.shape}.")
+    worlds = jnp.asarray(self.worlds)
+    log_p_w = jnp.sum(jnp.take_along_axis(logp.T, worlds, axis=0), axis=1)
+    return jnp.where(jnp.asarray(self.world_labels) == label, log_p_w, -jnp.inf)
+
+
+def enumerate_program(phi: Callable[[Sequence[int]], int], num_symbols: int,
+                      num_values: int, *,
+                      max_worlds: int = DEFAULT_MAX_WORLDS,
+                      vectorized: bool = False) -> EnumeratedProgram:
+  """Tabulates ``phi`` over all ``num_values ** num_symbols`` worlds.
+
+  Args:
+    phi: the program: a tuple of ``num_symbols`` ints in ``[0, num_values)``
+      to an int label; with ``vectorized``, a ``(W, K)`` int array to ``(W,)``
+      labels.
+    num_symbols: K.
+    num_values: V.
+    max_worlds: refuse tables larger than this (memory is O(V^K K)).
+    vectorized: call ``phi`` once on the whole table.
+
+  Returns:
+    An :class:`EnumeratedProgram`.
+
+  Example:
+    >>> import jax, jax.numpy as jnp
+    >>> xor = enumerate_program(lambda z: z[0] ^ z[1], 2, 2)
+    >>> logp = jnp.log(jnp.array([[0.5, 0.5], [0.9, 0.1]]))
+    >>> q, log_z = xor.marginals(logp, jnp.int32(1))
+    >>> round(float(jnp.exp(log_z)), 3), [round(float(v), 3) for v in q[1]]
+    (0.5, [0.9, 0.1])
+  """
+  if num_symbols < 1 or num_values < 2:
+    raise ValueError(f"need num_symbols >= 1 and num_values >= 2; got"
+                     f" {num_symbols}, {num_values}.")
+  num_worlds = num_values**num_symbols
+  if num_worlds > max_worlds:
+    raise ValueError(
+        f"{num_values}^{num_symbols} = {num_worlds} worlds exceed max_worlds ="
+        f" {max_worlds}: enumeration is for small symbol spaces (use a"
+        " structured E-step such as DigitAddition).")
+  worlds = np.stack(np.unravel_index(np.arange(num_worlds),
+                                     (num_values,) * num_symbols),
+                    1).astype(np.int32)  # itertools.product order
+  labels = (np.asarray(phi(worlds)) if vectorized
+            else np.array([phi(tuple(int(v) for v in w)) for w in worlds]))
+  if labels.shape != (num_worlds,) or not np.issubdtype(labels.dtype,
+                                                          np.integer):
+    raise ValueError(f"phi must give one int label per world; got"
+                     f" {labels.shape} {labels.dtype}.")
+  return EnumeratedProgram(worlds, labels.astype(np.int32), num_values)
+
+
+def addition_program(num_digits: int, **kwargs) -> EnumeratedProgram:
+  """Digit addition by enumeration, labels the integer sums (the baseline of the carry chain).
+
+  Symbols as :class:`jaxpapers.nesy.addition.DigitAddition`: ``(a_1..a_N,
+  b_1..b_N)``, least significant first.
+  """
+  place = 10 ** np.arange(num_digits)
+
+  def phi(worlds):
+    return (worlds[:, :num_digits] @ place + worlds[:, num_digits:] @ place)
+
+  return enumerate_program(phi, 2 * num_digits, 10, vectorized=True, **kwargs)

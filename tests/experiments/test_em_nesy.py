@@ -1,0 +1,127 @@
+"""The EM-NeSy experiment: claim checks, summaries, config validation, the smoke run."""
+
+import pytest
+
+from experiments import em_nesy
+from experiments import testing
+from experiments.configs import em_nesy as em_nesy_config
+
+
+def _run(sum_curve, digit=0.9, weight=1.0, log_z=(-2.0, -1.0)):
+  return {"sum_curve": list(sum_curve), "log_z_curve": list(log_z),
+          "sum_accuracy": sum_curve[-1], "digit_accuracy": digit,
+          "final_weight": weight}
+
+
+def _method(*per_seed):
+  first = per_seed[0]
+  return {**first, "per_seed": list(per_seed)}
+
+
+def _costs(em_seconds, enum_seconds=(1e-4, 5e-3), ratio=(0.3, 0.35),
+           memory=(1.0, 2.0)):
+  chain = {str(n): {"em_exact_seconds": s, "semantic_seconds": 2 * s,
+                    "ratio": sum(ratio) / 2, "low": ratio[0], "high": ratio[1],
+                    "rounds": 7, "em_exact_peak_bytes": memory[0],
+                    "semantic_peak_bytes": memory[1]}
+           for n, s in em_seconds.items()}
+  enum = {str(n): {"seconds": s, "peak_bytes": 1.0, "num_worlds": 100**n}
+          for n, s in zip((1, 2), enum_seconds)}
+  return {"chain": chain, "enumeration": enum}
+
+
+def _checks(summary, costs):
+  return {c["id"]: c for c in em_nesy.evaluate_claim(summary, costs)}
+
+
+def test_claim_checks_follow_the_numbers():
+  summary = {
+      "1": {"em_exact": _method(_run([0.1, 0.8], digit=0.9)),
+            "semantic": _method(_run([0.1, 0.805], digit=0.9)),
+            "em_rejection": _method(_run([0.1, 0.79], digit=0.88))},
+      "4": {"em_exact": _method(_run([0.0, 0.7], digit=0.9)),
+            "em_hard": _method(_run([0.0, 0.6], digit=0.7)),
+            "em_stochastic": _method(_run([0.0, 0.7], digit=0.89))},
+      "15": {"em_exact": _method(_run([0.0, 0.3], digit=0.9)),
+             "em_rejection": _method(_run([0.0, 0.0], digit=0.1,
+                                          weight=0.0))}}
+  costs = _costs({1: 1e-3, 2: 1.2e-3, 100: 5e-2})
+  checks = _checks(summary, costs)
+  assert checks["exact_em_equals_semantic_loss"]["passed"] is True
+  assert checks["rejection_collapses_at_15"]["passed"] is True
+  assert checks["rejection_works_at_1"]["passed"] is True
+  assert checks["em_hard_trains_at_4"]["passed"] is False
+  assert checks["em_stochastic_trains_at_4"]["passed"] is True
+  assert checks["em_cost_flat_in_n"]["passed"] is True  # 0.5 ms/digit at 100
+  assert checks["enumeration_explodes"]["passed"] is True  # x50 vs EM x1.2
+  assert "em_faster_than_semantic_at_15" not in checks
+
+  summary["1"]["semantic"] = _method(_run([0.1, 0.75]))
+  summary["15"]["em_rejection"] = _method(_run([0.0, 0.0], digit=0.5,
+                                               weight=0.0))
+  costs = _costs({1: 1e-3, 2: 1e-2, 15: 0.1}, enum_seconds=(1e-3, 5e-3),
+                 ratio=(0.9, 1.0), memory=(2.0, 2.0))
+  checks = _checks(summary, costs)
+  assert checks["exact_em_equals_semantic_loss"]["passed"] is False
+  assert "0.0500 (N = 1)" in checks["exact_em_equals_semantic_loss"]["detail"]
+  assert checks["rejection_collapses_at_15"]["passed"] is False
+  assert checks["em_cost_flat_in_n"]["passed"] is False  # 6.7 vs 1 ms/digit
+  assert checks["enumeration_explodes"]["passed"] is False
+  assert checks["em_faster_than_semantic_at_15"]["passed"] is False
+  assert checks["em_memory_vs_semantic_at_15"]["passed"] is False
+
+
+def test_time_check_is_inconclusive_inside_the_spread():
+  costs = _costs({1: 1e-3, 15: 1e-2}, ratio=(0.3, 0.5))
+  check = _checks({}, costs)["em_faster_than_semantic_at_15"]
+  assert check["passed"] is None and "inside the spread" in check["detail"]
+
+
+def test_summary_of_records():
+  records = [{"step": 0, "sum_accuracy": 0.0, "digit_accuracy": 0.1}] + [
+      {"step": i, "sum_accuracy": 0.1 * i, "digit_accuracy": 0.2 * i,
+       "train_log_z": -1.0 / i, "train_weight": 1.0, "epoch_seconds": s,
+       "peak_bytes": 100, "temp_bytes": 10}
+      for i, s in ((1, 9.0), (2, 1.0), (3, 2.0))]
+  s = em_nesy.summarize(records)
+  assert s["sum_curve"] == [0.0, 0.1, 0.2, pytest.approx(0.3)]
+  assert s["epoch_seconds"] == 1.5  # the first (compiling) epoch is left out
+  assert s["digit_accuracy"] == pytest.approx(0.6)
+  both = em_nesy.aggregate([s, {**s, "sum_accuracy": s["sum_accuracy"] + 0.2}])
+  assert both["sum_accuracy"] == pytest.approx(0.4)
+  assert both["sum_accuracy_se"] == pytest.approx(0.1)
+  assert len(both["per_seed"]) == 2
+
+
+@pytest.mark.parametrize("field,value", [
+    ("methods", ("em_exact", "em_gibbs")), ("train_sums", 8), ("m_steps", 0),
+    ("enumeration_num_digits", (1, 3))])
+def test_validate_rejects_configs_it_cannot_run(field, value):
+  config = em_nesy_config.get_config("smoke")
+  em_nesy.validate(config)
+  config[field] = value
+  with pytest.raises(ValueError):
+    em_nesy.validate(config)
+
+
+@pytest.mark.slow
+def test_smoke_config_writes_report_and_figures(tmp_path):
+  report = testing.run_smoke("em_nesy", tmp_path)
+  run_data = report["run_data"]
+  assert len(run_data["figures"]) == 2
+  summary = run_data["summary"]
+  assert set(summary) == {"1", "15", "100"}
+  assert set(summary["100"]) == {"em_exact"}
+  # No sample of 256 ever adds up to a 15-digit sum at these accuracies.
+  assert summary["15"]["em_rejection"]["final_weight"] == 0.0
+  assert summary["1"]["em_rejection"]["final_weight"] > 0.5
+  checks = {c["id"]: c for c in run_data["checks"]}
+  assert set(checks) == {"exact_em_equals_semantic_loss",
+                         "rejection_collapses_at_15", "rejection_works_at_1",
+                         "em_cost_flat_in_n", "enumeration_explodes"}
+  # The same init, batches and gradients (to float32 rounding).
+  assert checks["exact_em_equals_semantic_loss"]["passed"] is True
+  costs = run_data["costs"]
+  assert set(costs["enumeration"]) == {"1", "2"}
+  assert (costs["enumeration"]["2"]["peak_bytes"]
+          > 10 * costs["enumeration"]["1"]["peak_bytes"])
