@@ -6,6 +6,7 @@ from jaxpapers.curvature.batch_sharpness import BatchSharpnessEstimate
 from jaxpapers.curvature.batch_sharpness import directional_curvature
 from jaxpapers.curvature.batch_sharpness import gni
 from jaxpapers.curvature.batch_sharpness import GNIEstimate
+from jaxpapers.curvature.fisher import diagonal_fisher
 from jaxpapers.curvature.hvp import check_scalar_loss
 from jaxpapers.curvature.hvp import hvp
 from jaxpapers.curvature.hvp import linearize_gradient

@@ -1,0 +1,82 @@
+r"""A residual low-rank adapter and a cosine classifier head, as nnx modules.
+
+The adapter is the bottleneck of AdaptFormer / TUNA-style parameter-efficient
+tuning on frozen features (Chen et al., 2022, https://arxiv.org/abs/2205.13535):
+
+.. math::
+  h = x + \mathrm{ReLU}(x W_{down}) W_{up}, \qquad
+  W_{down} \in \mathbb{R}^{D \times r}, \ W_{up} \in \mathbb{R}^{r \times D},
+
+with :math:`W_{down}` random and :math:`W_{up} = 0` at initialisation, so the
+adapter starts as the identity. The head scores a feature by the scaled cosine
+of the angle to one prototype per class (Hou et al., "Learning a unified
+classifier incrementally via rebalancing", CVPR 2019):
+:math:`s \cos(h, w_c)`, with :math:`s = 20` by default.
+
+Shapes: B batch, D feature width, R adapter rank, C classes.
+"""
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+
+EPS = 1e-12
+
+
+class LowRankAdapter(nnx.Module):
+  """``x + relu(x @ down) @ up`` on ``(..., D)`` features.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> from flax import nnx
+    >>> from jaxpapers.continual import LowRankAdapter
+    >>> adapter = LowRankAdapter(8, 2, rngs=nnx.Rngs(0))
+    >>> x = jnp.ones((3, 8))
+    >>> bool(jnp.all(adapter(x) == x))  # the up-projection starts at zero
+    True
+  """
+
+  def __init__(self, features: int, rank: int, *, rngs: nnx.Rngs):
+    if features < 1 or rank < 1:
+      raise ValueError(
+          f"features and rank must be >= 1; got {features}, {rank}.")
+    scale = 1.0 / jnp.sqrt(jnp.asarray(features, jnp.float32))
+    self.down_DxR = nnx.Param(
+        scale * jax.random.normal(rngs.params(), (features, rank)))
+    self.up_RxD = nnx.Param(jnp.zeros((rank, features)))
+
+  def __call__(self, x_BxD: jax.Array) -> jax.Array:
+    hidden_BxR = jax.nn.relu(x_BxD @ self.down_DxR[...])
+    return x_BxD + hidden_BxR @ self.up_RxD[...]
+
+
+class CosineClassifier(nnx.Module):
+  """Logits ``scale * cos(x, prototype_c)`` for ``num_classes`` prototypes.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> from flax import nnx
+    >>> from jaxpapers.continual import CosineClassifier
+    >>> head = CosineClassifier(4, 3, rngs=nnx.Rngs(0))
+    >>> logits = head(jnp.ones((2, 4)))
+    >>> logits.shape, bool(jnp.all(jnp.abs(logits) <= 20.0 + 1e-5))
+    ((2, 3), True)
+  """
+
+  def __init__(self, features: int, num_classes: int, *, scale: float = 20.0,
+               rngs: nnx.Rngs):
+    if features < 1 or num_classes < 1:
+      raise ValueError(
+          f"features and num_classes must be >= 1; got {features},"
+          f" {num_classes}.")
+    if not scale > 0:
+      raise ValueError(f"scale must be > 0; got {scale}.")
+    self.scale = scale
+    self.prototypes_CxD = nnx.Param(
+        jax.random.normal(rngs.params(), (num_classes, features)))
+
+  def __call__(self, x_BxD: jax.Array) -> jax.Array:
+    w_CxD = self.prototypes_CxD[...]
+    x_unit = x_BxD / (jnp.linalg.norm(x_BxD, axis=-1, keepdims=True) + EPS)
+    w_unit = w_CxD / (jnp.linalg.norm(w_CxD, axis=-1, keepdims=True) + EPS)
+    return self.scale * x_unit @ w_unit.T

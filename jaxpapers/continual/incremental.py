@@ -1,0 +1,214 @@
+r"""Class-incremental training of an adapter + cosine head on frozen features.
+
+Pure functions around :class:`~jaxpapers.continual.LowRankAdapter` and
+:class:`~jaxpapers.continual.CosineClassifier`: parameters are plain dicts
+``{"adapter": ..., "head": ...}`` (``nnx.to_pure_dict``) and the modules'
+``nnx.GraphDef`` pair (:class:`Graphs`) is a static argument. Classes are
+numbered in order of arrival; with ``num_seen`` classes seen, logits of later
+classes are masked out, and the head rows of the first ``num_frozen``
+classes are kept fixed while a task trains (the protocol of TUNA, ICCV
+2025, https://github.com/Ngahoang2005/ICCV2025-TUNA).
+
+Metrics follow the class-incremental literature (Rebuffi et al., 2017,
+https://arxiv.org/abs/1611.07725; Chaudhry et al., 2018,
+https://arxiv.org/abs/1801.10112): average incremental accuracy (mean over
+steps of accuracy on every class seen so far), final accuracy, and average
+forgetting (best earlier accuracy on a task's classes minus the final one).
+"""
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxpapers.continual.adapter import CosineClassifier
+from jaxpapers.continual.adapter import LowRankAdapter
+from jaxpapers.curvature.fisher import diagonal_fisher
+
+Params = dict[str, Any]
+MASKED_LOGIT = -1e9
+
+
+class Graphs(NamedTuple):
+  """The static structure of the adapter and the head (``nnx.GraphDef``s)."""
+
+  adapter: Any
+  head: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskTraining:
+  """SGD of one task (TUNA-style defaults), validated at construction."""
+
+  epochs: int = 15
+  batch_size: int = 16
+  learning_rate: float = 0.01
+  momentum: float = 0.9
+  weight_decay: float = 5e-4
+
+  def __post_init__(self):
+    if self.epochs < 1 or self.batch_size < 1:
+      raise ValueError(f"epochs and batch_size must be >= 1; got"
+                       f" {self.epochs}, {self.batch_size}.")
+    if not self.learning_rate > 0 or not 0 <= self.momentum < 1 or (
+        not self.weight_decay >= 0):
+      raise ValueError(
+          "need learning_rate > 0, 0 <= momentum < 1, weight_decay >= 0; got"
+          f" {self.learning_rate}, {self.momentum}, {self.weight_decay}.")
+
+
+def init_learner(key: jax.Array, features: int, rank: int, num_classes: int,
+                 *, scale: float = 20.0) -> tuple[Graphs, Params]:
+  """Graphs and initial parameters of an adapter (rank ``rank``) and a head.
+
+  Example:
+    >>> import jax
+    >>> from jaxpapers import continual
+    >>> graphs, params = continual.init_learner(jax.random.key(0), 8, 2, 4)
+    >>> sorted(params["adapter"]), sorted(params["head"])
+    (['down_DxR', 'up_RxD'], ['prototypes_CxD'])
+  """
+  adapter_key, head_key = jax.random.split(key)
+  adapter_def, adapter = nnx.split(
+      LowRankAdapter(features, rank, rngs=nnx.Rngs(adapter_key)))
+  head_def, head = nnx.split(
+      CosineClassifier(features, num_classes, scale=scale,
+                       rngs=nnx.Rngs(head_key)))
+  return Graphs(adapter_def, head_def), {"adapter": nnx.to_pure_dict(adapter),
+                                         "head": nnx.to_pure_dict(head)}
+
+
+def logits(graphs: Graphs, params: Params, x_BxD: jax.Array,
+           num_seen: jax.Array | int) -> jax.Array:
+  """Head logits of the adapted features; classes ``>= num_seen`` masked out."""
+  features_BxD = nnx.merge(graphs.adapter, params["adapter"])(x_BxD)
+  logits_BxC = nnx.merge(graphs.head, params["head"])(features_BxD)
+  seen_C = jnp.arange(logits_BxC.shape[-1]) < num_seen
+  return jnp.where(seen_C[None], logits_BxC, MASKED_LOGIT)
+
+
+def _example_losses(graphs, params, x_BxD, labels_B, num_seen):
+  """:math:`-\\log p(y \\mid x)` per example over the seen classes."""
+  return optax.softmax_cross_entropy_with_integer_labels(
+      logits(graphs, params, x_BxD, num_seen), labels_B)
+
+
+@functools.partial(jax.jit, static_argnames=("graphs", "training"))
+def train_task(graphs: Graphs, params: Params, x_NxD: jax.Array,
+               labels_N: jax.Array, weights_N: jax.Array, key: jax.Array, *,
+               num_seen: jax.Array | int, num_frozen: jax.Array | int,
+               training: TaskTraining = TaskTraining()) -> Params:
+  """Adapter and head after ``training.epochs`` epochs of SGD on one task.
+
+  ``optax.chain(add_decayed_weights, sgd(cosine decay, momentum))``, a fresh
+  optimiser state per task. Each epoch visits a random permutation of the
+  ``N`` rows in batches (``N`` must be a multiple of the batch size: pad
+  with rows of weight 0); the batch loss is the weighted mean cross-entropy.
+  The head rows of classes ``< num_frozen`` get no update.
+  """
+  num_examples = x_NxD.shape[0]
+  if num_examples % training.batch_size:
+    raise ValueError(
+        f"x_NxD has {num_examples} rows, not a multiple of batch_size"
+        f" {training.batch_size}: pad with rows of weight 0.")
+  steps_per_epoch = num_examples // training.batch_size
+  num_steps = training.epochs * steps_per_epoch
+  cosine = optax.cosine_decay_schedule(training.learning_rate, num_steps)
+  optimizer = optax.chain(
+      optax.add_decayed_weights(training.weight_decay),
+      # optax's schedule mixes its int32 count with floats; cast it first so
+      # that the step also runs under strict dtype promotion.
+      optax.sgd(lambda count: cosine(count.astype(jnp.float32)),
+                momentum=training.momentum))
+  num_classes = params["head"]["prototypes_CxD"].shape[0]
+  trainable_Cx1 = (jnp.arange(num_classes) >= num_frozen)[:, None]
+  batches_SxB = jax.vmap(
+      lambda k: jax.random.permutation(k, num_examples))(
+          jax.random.split(key, training.epochs)).reshape(
+              num_steps, training.batch_size)
+
+  def batch_loss(params, idx_B):
+    losses_B = _example_losses(graphs, params, x_NxD[idx_B], labels_N[idx_B],
+                               num_seen)
+    w_B = weights_N[idx_B]
+    return jnp.sum(w_B * losses_B) / jnp.maximum(jnp.sum(w_B), 1.0)
+
+  def step(carry, idx_B):
+    params, opt_state = carry
+    grads = jax.grad(batch_loss)(params, idx_B)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    head_CxD = updates["head"]["prototypes_CxD"]
+    updates["head"]["prototypes_CxD"] = jnp.where(trainable_Cx1, head_CxD, 0)
+    return (optax.apply_updates(params, updates), opt_state), None
+
+  (params, _), _ = jax.lax.scan(step, (params, optimizer.init(params)),
+                                batches_SxB)
+  return params
+
+
+@functools.partial(jax.jit, static_argnames=("graphs",))
+def adapter_fisher(graphs: Graphs, params: Params, x_NxD: jax.Array,
+                   labels_N: jax.Array, weights_N: jax.Array,
+                   num_seen: jax.Array | int) -> Any:
+  """Diagonal empirical Fisher of the adapter on the rows of weight 1.
+
+  Rows of weight 0 (padding) are left out: their per-example gradients are
+  zeroed and the mean is taken over the weighted rows.
+  """
+  def example_loss(adapter, example):
+    x_D, label, weight = example
+    loss = _example_losses(graphs, {"adapter": adapter, "head": params["head"]},
+                           x_D[None], label[None], num_seen)[0]
+    return weight * loss  # weight in {0, 1}: squared gradient times weight
+
+  fisher = diagonal_fisher(example_loss, params["adapter"],
+                           (x_NxD, labels_N, weights_N))
+  rescale = x_NxD.shape[0] / jnp.maximum(jnp.sum(weights_N), 1.0)
+  return jax.tree.map(lambda f: f * rescale, fisher)
+
+
+@functools.partial(jax.jit, static_argnames=("graphs",))
+def predict(graphs: Graphs, params: Params, x_BxD: jax.Array,
+            num_seen: jax.Array | int) -> jax.Array:
+  """The predicted class among the ``num_seen`` seen classes."""
+  return jnp.argmax(logits(graphs, params, x_BxD, num_seen), axis=-1)
+
+
+def class_incremental_metrics(task_accuracy: np.ndarray,
+                              seen_accuracy: np.ndarray) -> dict[str, Any]:
+  """Average incremental accuracy, final accuracy and average forgetting.
+
+  Args:
+    task_accuracy: ``R[i][j]``, accuracy on task ``j``'s classes after task
+      ``i`` (``j <= i``; entries above the diagonal are ignored).
+    seen_accuracy: ``A[i]``, accuracy on every class seen after task ``i``.
+
+  Returns:
+    ``average_incremental_accuracy`` (mean of ``A``), ``final_accuracy``
+    (``A[-1]``), ``forgetting`` (mean over ``j < T-1`` of
+    ``max_{j<=i<T-1} R[i][j] - R[T-1][j]``; 0 for one task) and the curve.
+
+  Example:
+    >>> import numpy as np
+    >>> r = np.array([[1.0, np.nan], [0.5, 0.9]])
+    >>> m = class_incremental_metrics(r, np.array([1.0, 0.7]))
+    >>> m["average_incremental_accuracy"], m["final_accuracy"], m["forgetting"]
+    (0.85, 0.7, 0.5)
+  """
+  r = np.asarray(task_accuracy, np.float64)
+  a = np.asarray(seen_accuracy, np.float64)
+  num_tasks = r.shape[0]
+  if r.shape != (num_tasks, num_tasks) or a.shape != (num_tasks,):
+    raise ValueError(f"task_accuracy must be (T, T) and seen_accuracy (T,);"
+                     f" got {r.shape} and {a.shape}.")
+  drops = [np.max(r[j:num_tasks - 1, j]) - r[-1, j]
+           for j in range(num_tasks - 1)]
+  return {"average_incremental_accuracy": float(np.mean(a)),
+          "final_accuracy": float(a[-1]),
+          "forgetting": float(np.mean(drops)) if drops else 0.0,
+          "accuracy_curve": a.tolist()}
