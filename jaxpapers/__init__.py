@@ -15,6 +15,16 @@ Areas are organised by what things are; each re-exports its public names:
   dispatch, an nnx MoE layer, expert subsets.
 * :mod:`jaxpapers.amr` -- adaptive mesh refinement for ViTs: jit-compiled balanced
   quadtrees, leaf tokens, 3-axis RoPE, regridding, WAMRViT.
+* :mod:`jaxpapers.nesy` -- neurosymbolic learning as EM: exact carry-chain and
+  enumerated-constraint E-steps, approximate E-steps, the M-step (EM-NeSy).
+* :mod:`jaxpapers.var` -- editing bitwise-residual visual autoregressive
+  generators: KL trust-region bit guidance, masked residual editing (BitResEdit).
+* :mod:`jaxpapers.detection` -- training-free query budgets and static-shape
+  top-K query selection for DETRs, box IoU and recall (BUTR).
+* :mod:`jaxpapers.matching` -- a dynamic shifted-quadtree W_p matching under
+  insertions and deletions, with exact references.
+* :mod:`jaxpapers.continual` -- curvature-aware adapter fusion for
+  class-incremental learning (DAF), adapters and a cosine head.
 * :mod:`jaxpapers.data` -- data sets that ship inside pip packages, and
   mini-batch sampling as a pure function of a key.
 * :mod:`jaxpapers.profiling` -- wall time and compiled memory of jitted calls.

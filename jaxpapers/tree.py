@@ -130,6 +130,43 @@ def _explicit_sharding(x: Any) -> jax.sharding.NamedSharding | None:
   return sharding if used & explicit else None
 
 
+def reshard_like(x: jax.Array, like: jax.Array) -> jax.Array:
+  """``x`` with ``like``'s sharding where Explicit axes make them differ, else ``x``.
+
+  Explicit meshes combine (concatenate, select) only alike-sharded arrays:
+  a forecaster's output sharded like its parameters meets an input state
+  sharded like the data.
+  """
+  target, current = _explicit_sharding(like), _explicit_sharding(x)
+  if target is None and current is None:
+    return x
+  spec = (target.spec if target is not None
+          else jax.P(*([None] * jnp.ndim(x))))
+  mesh = (target if target is not None else current).mesh
+  if (current.spec if current is not None else None) == spec:
+    return x
+  return jax.sharding.reshard(x, jax.NamedSharding(mesh, spec))
+
+
+def split_axis(x: jax.Array, axis: int, sizes: tuple[int, int]) -> jax.Array:
+  """Splits ``x``'s ``axis`` into two axes of ``sizes``: one reshape, one axis.
+
+  Explicit sharding accepts a reshape that splits or merges one axis but
+  refuses several at once, even of unsharded axes (under ``vmap`` over a
+  sharded batch axis, for one); reshapes written as single steps hold in
+  every mode.
+  """
+  axis = axis % x.ndim
+  return x.reshape(*x.shape[:axis], *sizes, *x.shape[axis + 1:])
+
+
+def merge_axes(x: jax.Array, axis: int) -> jax.Array:
+  """Merges ``axis`` and ``axis + 1`` of ``x`` (see :func:`split_axis`)."""
+  axis = axis % x.ndim
+  return x.reshape(*x.shape[:axis], x.shape[axis] * x.shape[axis + 1],
+                   *x.shape[axis + 2:])
+
+
 def ravel(tree: Any) -> tuple[jax.Array, Callable[[jax.Array], Any]]:
   """``jax.flatten_util.ravel_pytree`` that also holds under Explicit sharding.
 

@@ -111,26 +111,41 @@ def morton_sorted(leaves, geometry: Geometry) -> list[Leaf]:
 
 
 def build_quadtree_reference(field: np.ndarray, *, patch, tol_frac: float,
-                             max_level: int) -> list[Leaf]:
+                             max_level: int, adapt_nearby: int = 0
+                             ) -> list[Leaf]:
   """The Morton-ordered leaves of WAMRViT's initial mesh, one leaf at a time.
 
-  Arithmetic stays in the field's dtype (as in the jitted code), so ties
-  such as a range exactly at the threshold resolve the same way.
+  Every cell of every level is tested on its own footprint, the flags are
+  grown by ``adapt_nearby`` rings of face neighbours (Python sets), and
+  leaves are split and rebalanced pass by pass. Arithmetic stays in the
+  field's dtype (as in the jitted code), so ties such as a range exactly at
+  the threshold resolve the same way.
   """
   field = np.asarray(field)
   field = field[..., None] if field.ndim == 2 else field
   geometry = make_geometry(field.shape, patch, max_level)
   threshold = field.dtype.type(tol_frac) * (
       field.max(axis=(0, 1)) - field.min(axis=(0, 1)))
+  flagged = []
+  for level in range(max_level):
+    rows, cols = geometry.grid_shape(level)
+    cells = set()
+    for i in range(rows):
+      for j in range(cols):
+        block = field[footprint((level, i, j), geometry)]
+        if np.any(block.max(axis=(0, 1)) - block.min(axis=(0, 1)) > threshold):
+          cells.add((i, j))
+    for _ in range(adapt_nearby):
+      cells |= {(i + di, j + dj) for i, j in cells
+                for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1))
+                if 0 <= i + di < rows and 0 <= j + dj < cols}
+    flagged.append(cells)
   rows, cols = geometry.root_shape
   leaves = [(0, i, j) for i in range(rows) for j in range(cols)]
   for _ in range(max_level):
     next_leaves = []
     for leaf in leaves:
-      ys, xs = footprint(leaf, geometry)
-      block = field[ys, xs]
-      spread = block.max(axis=(0, 1)) - block.min(axis=(0, 1))
-      if leaf[0] < max_level and np.any(spread > threshold):
+      if leaf[0] < max_level and leaf[1:] in flagged[leaf[0]]:
         next_leaves.extend(_children(leaf))
       else:
         next_leaves.append(leaf)

@@ -249,5 +249,8 @@ def regrid(tokens: jax.Array, tree: Quadtree, *, tol_frac: float,
     refined, pyramid = _coarsen_pass(
         refined, pyramid, jnp.asarray(coarsen_ratio, tokens.dtype) * threshold_C,
         geometry)
-  new_tree = leaves_from_refined(refined, geometry, max_tokens)
+  # Non-finite leaf values make every range comparison False: say so.
+  nonfinite = tree.nonfinite | ~jnp.all(jnp.where(valid, jnp.isfinite(tokens),
+                                                  True))
+  new_tree = leaves_from_refined(refined, geometry, max_tokens, nonfinite)
   return gather_cells(pyramid, new_tree), new_tree

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree as tree_lib
 from jaxpapers.amr.quadtree import Geometry
 from jaxpapers.amr.quadtree import Quadtree
 
@@ -40,16 +41,18 @@ UPSAMPLING = ("nearest", "bilinear")
 def image_to_cells(image_HxWxC: jax.Array, cell_shape: tuple[int, int]
                    ) -> jax.Array:
   """``(H, W, C) -> (H/ph, W/pw, ph, pw, C)``: tiles as a grid of cells."""
-  height, width, channels = image_HxWxC.shape
+  height, width, _ = image_HxWxC.shape
   ph, pw = cell_shape
-  tiles = image_HxWxC.reshape(height // ph, ph, width // pw, pw, channels)
+  tiles = tree_lib.split_axis(tree_lib.split_axis(image_HxWxC, 1,
+                                                  (width // pw, pw)),
+                              0, (height // ph, ph))
   return tiles.transpose(0, 2, 1, 3, 4)
 
 
 def cells_to_image(cells: jax.Array) -> jax.Array:
   """Inverse of :func:`image_to_cells`."""
-  rows, cols, ph, pw, channels = cells.shape
-  return cells.transpose(0, 2, 1, 3, 4).reshape(rows * ph, cols * pw, channels)
+  return tree_lib.merge_axes(tree_lib.merge_axes(
+      cells.transpose(0, 2, 1, 3, 4), 2), 0)
 
 
 def average_pool2(image_HxWxC: jax.Array) -> jax.Array:
@@ -59,8 +62,9 @@ def average_pool2(image_HxWxC: jax.Array) -> jax.Array:
   than a mean over interleaved reshaped axes.
   """
   height, width = image_HxWxC.shape[:2]
-  blocks = image_HxWxC.reshape(height // 2, 2, width // 2, 2,
-                               *image_HxWxC.shape[2:])
+  blocks = tree_lib.split_axis(tree_lib.split_axis(image_HxWxC, 1,
+                                                   (width // 2, 2)),
+                               0, (height // 2, 2))
   return 0.25 * ((blocks[:, 0, :, 0] + blocks[:, 0, :, 1])
                  + (blocks[:, 1, :, 0] + blocks[:, 1, :, 1]))
 
@@ -83,8 +87,10 @@ def gather_patches(images: Sequence[jax.Array], tree: Quadtree) -> jax.Array:
   """
   ph, pw = tree.geometry.patch
   channels = images[0].shape[-1]
-  table = jnp.concatenate(
-      [im.reshape(-1, pw * channels) for im in images])
+  # (H, W, C) -> (H, W/pw, pw, C) -> (H * W/pw, pw * C), one axis at a time.
+  as_segments = lambda im: tree_lib.merge_axes(tree_lib.merge_axes(
+      tree_lib.split_axis(im, 1, (im.shape[1] // pw, pw)), 2), 0)
+  table = jnp.concatenate([as_segments(im) for im in images])
   sizes = [im.shape[0] * im.shape[1] // pw for im in images]
   offsets = jnp.asarray(np.cumsum([0] + sizes[:-1]), jnp.int32)
   segments = jnp.asarray([im.shape[1] // pw for im in images], jnp.int32)

@@ -70,13 +70,34 @@ def split_documents(docs: list[str], valid_fraction: float,
   return [docs[i] for i in train], [docs[i] for i in valid]
 
 
-def segment_ids(tokens_BxL: jax.Array) -> jax.Array:
-  """Document index of each position: the number of ``EOS`` strictly before it.
+_EOS_CONVENTIONS = ("closes", "opens")
 
-  An ``EOS`` belongs to the document it closes.
+
+def segment_ids(tokens_BxL: jax.Array, *, eos: str = "closes") -> jax.Array:
+  """Document index of each position, counted from the ``EOS`` tokens.
+
+  Args:
+    tokens_BxL: token ids (any leading shape; documents run along the last
+      axis).
+    eos: ``"closes"`` (default, what our EMO experiment uses): an ``EOS``
+      belongs to the document it ends, so the index is the number of ``EOS``
+      strictly before the position. ``"opens"``: an ``EOS`` starts the next
+      document, as in the EMO authors' models (the count includes it).
+
+  Returns:
+    int32 document indices shaped like ``tokens_BxL``.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> tokens = jnp.array([5, EOS, 7, 8])
+    >>> segment_ids(tokens).tolist(), segment_ids(tokens, eos="opens").tolist()
+    ([0, 0, 1, 1], [0, 1, 1, 1])
   """
+  if eos not in _EOS_CONVENTIONS:
+    raise ValueError(f"eos must be one of {_EOS_CONVENTIONS}, got {eos!r}.")
   is_eos = (tokens_BxL == EOS).astype(jnp.int32)
-  return jnp.cumsum(is_eos, axis=-1) - is_eos
+  count = jnp.cumsum(is_eos, axis=-1)
+  return count if eos == "opens" else count - is_eos
 
 
 def sample_windows(key: jax.Array, tokens: jax.Array, batch_size: int,

@@ -126,6 +126,10 @@ class EMCOptions:
           f"need lam >= 0, tau > 0 and alpha in [0, 1]; got lam={self.lam},"
           f" tau={self.tau}, alpha={self.alpha}."
       )
+    for name in ("confidence", "beta"):  # a probability, an EMA weight
+      if not 0 <= getattr(self, name) <= 1:
+        raise ValueError(
+            f"{name} must lie in [0, 1]; got {getattr(self, name)}.")
     if not 0 < self.fallback_fraction <= 1 or self.refine_passes < 0:
       raise ValueError(
           "need fallback_fraction in (0, 1] and refine_passes >= 0; got"

@@ -258,17 +258,30 @@ def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array, *,
   Padding edges carry weight 0, so real rows never see padding nodes. The
   messages (one row per edge) are formed and summed ``edge_chunk`` edges at a
   time, so memory grows with ``N x D`` rather than ``E x D`` (and the chunks
-  stay in cache, which is also faster on CPU).
+  stay in cache, which is also faster on CPU). A graph without edges leaves
+  every node isolated (the result is ``x``).
+
+  Edge weights must be non-negative: a negative weight can make a degree
+  ``1 + sum w`` zero or negative and its ``D^-1/2`` NaN. Concrete weights are
+  checked (``ValueError``); traced ones cannot be, and give NaN rows there.
   """
   if edge_chunk < 1:
     raise ValueError(f"edge_chunk must be >= 1, got {edge_chunk}.")
   x_NxD = jnp.asarray(x_NxD)
+  num_nodes = node_mask(graph).shape[0]
+  if x_NxD.ndim != 2 or x_NxD.shape[0] != num_nodes:
+    raise ValueError(
+        f"x_NxD must have one row per node of the graph, shape ({num_nodes},"
+        f" D), got {x_NxD.shape}.")
+  if graph.edges is not None and not isinstance(graph.edges, jax.core.Tracer):
+    if np.any(np.asarray(graph.edges) < 0):
+      raise ValueError("graph.edges holds negative edge weights; GCN degree"
+                       " normalisation needs non-negative weights.")
   weights = edge_weights(graph)
-  num_nodes = x_NxD.shape[0]
   degree = 1.0 + jax.ops.segment_sum(weights, graph.receivers, num_nodes)
   inv_sqrt = jax.lax.rsqrt(degree)
   coeff = weights * inv_sqrt[graph.senders] * inv_sqrt[graph.receivers]
-  num_chunks = -(-coeff.shape[0] // edge_chunk)
+  num_chunks = max(1, -(-coeff.shape[0] // edge_chunk))
   padding = num_chunks * edge_chunk - coeff.shape[0]
   # Zero-weight padding edges 0 -> 0 leave the sum unchanged.
   chunked = [jnp.pad(a, (0, padding)).reshape(num_chunks, -1)
@@ -277,8 +290,9 @@ def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array, *,
   def add_chunk(total_NxD, chunk):
     coeff_C, senders_C, receivers_C = chunk
     messages_CxD = coeff_C[:, None] * x_NxD[senders_C]
-    return total_NxD + jax.ops.segment_sum(messages_CxD, receivers_C,
-                                           num_nodes), None
+    # A scatter-add into the carry keeps x's sharding (a feature axis sharded
+    # on an Explicit mesh); segment_sum would build an unsharded result.
+    return total_NxD.at[receivers_C].add(messages_CxD), None
 
   aggregated, _ = jax.lax.scan(add_chunk, (inv_sqrt * inv_sqrt)[:, None] * x_NxD,
                                chunked)

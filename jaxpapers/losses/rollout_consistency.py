@@ -97,7 +97,8 @@ def shift_feedback(state: jax.Array, block: jax.Array) -> jax.Array:
         f" {state_shape[0]}; got block {block_shape} for state {state_shape}."
         " Pass feedback=U(state, block) for other layouts."
     )
-  return jnp.concatenate([state[block_shape[0]:], block.astype(state.dtype)])
+  block = tree_lib.reshard_like(block.astype(state.dtype), state)
+  return jnp.concatenate([state[block_shape[0]:], block])
 
 
 class _Feedback(NamedTuple):
@@ -537,7 +538,8 @@ def horizon_errors(predictions: jax.Array, targets: jax.Array) -> HorizonErrors:
     (Array([0., 4.], dtype=float32), Array([0., 2.], dtype=float32))
   """
   _check_batch_of_horizons(predictions, targets)
-  error = predictions - targets.astype(predictions.dtype)
+  dtype = jnp.result_type(predictions.dtype, targets.dtype)
+  error = predictions.astype(dtype) - targets.astype(dtype)
   axes = (0,) + tuple(range(2, error.ndim))
   return HorizonErrors(jnp.mean(jnp.square(error), axis=axes),
                        jnp.mean(jnp.abs(error), axis=axes))
@@ -545,6 +547,9 @@ def horizon_errors(predictions: jax.Array, targets: jax.Array) -> HorizonErrors:
 
 def _check_batch_of_horizons(predictions: jax.Array,
                              targets: jax.Array) -> None:
+  # An integer side would be cast (silently rounding the other one's values).
+  tree_lib.check_real_floating(predictions, "predictions")
+  tree_lib.check_real_floating(targets, "targets")
   pred_shape, target_shape = (tree_lib.shape_of(predictions),
                               tree_lib.shape_of(targets))
   if len(pred_shape) < 2:
@@ -586,7 +591,8 @@ def valid_prediction_time(predictions: jax.Array, targets: jax.Array,
     Array([1, 3], dtype=int32)
   """
   _check_batch_of_horizons(predictions, targets)
-  error = predictions - targets.astype(predictions.dtype)
+  dtype = jnp.result_type(predictions.dtype, targets.dtype)
+  error = predictions.astype(dtype) - targets.astype(dtype)
   rms_BxH = jnp.sqrt(jnp.mean(jnp.square(error),
                               axis=tuple(range(2, error.ndim))))
   exceeded = rms_BxH > threshold

@@ -21,6 +21,9 @@ def init_mlp(
     dtype: jnp.dtype = jnp.float32,
 ) -> MLPParams:
   """Initialises an MLP with widths ``layer_sizes = (d_in, h_1, ..., d_out)``."""
+  if not jnp.issubdtype(dtype, jnp.floating):
+    # Casting He-normal weights to an integer type would round them to 0.
+    raise TypeError(f"dtype must be a real floating dtype, got {jnp.dtype(dtype)}.")
   if len(layer_sizes) < 2 or any(int(s) < 1 for s in layer_sizes):
     raise ValueError(
         "layer_sizes needs at least an input and an output width, all >= 1;"

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 class ExpertWeights(NamedTuple):
@@ -51,6 +52,24 @@ def expert_capacity(length: int, k: int, num_experts: int,
   return max(1, math.ceil(length * k * capacity_factor / num_experts))
 
 
+def check_expert_ids(experts: jax.Array, num_experts: int, name: str) -> None:
+  """Raises ``ValueError`` for non-integer ids and, when concrete, ids outside [0, E).
+
+  Traced ids cannot be checked at trace time; callers document what an
+  out-of-range traced id does.
+  """
+  dtype = jnp.result_type(experts)
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise TypeError(f"{name} must hold integer expert ids, got dtype {dtype}.")
+  if isinstance(experts, jax.core.Tracer):
+    return
+  values = np.asarray(experts)
+  if values.size and (values.min() < 0 or values.max() >= num_experts):
+    raise ValueError(
+        f"{name} holds expert ids in [{values.min()}, {values.max()}]; they"
+        f" must lie in [0, {num_experts}) (E = {num_experts} experts).")
+
+
 def dropless_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
                      gates_BxLxK: jax.Array, weights: ExpertWeights, *,
                      grouped_matmul: str = "ragged_dot", block_size: int = 64,
@@ -67,11 +86,16 @@ def dropless_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
     expert_offset: global index of ``weights``' first expert.
 
   Returns:
-    ``(B, L, D)``: the contribution of this shard's experts.
+    ``(B, L, D)``: the contribution of this shard's experts. Ids outside
+    ``offset .. offset + E_local - 1`` belong to other shards and contribute
+    nothing here; an eager call with ``expert_offset=0`` holds every expert,
+    so an id outside ``[0, E_local)`` is a ``ValueError``.
   """
   batch, length, d_model = x_BxLxD.shape
   k = experts_BxLxK.shape[-1]
   num_local = weights.gate.shape[0]
+  if isinstance(expert_offset, int) and expert_offset == 0:
+    check_expert_ids(experts_BxLxK, num_local, "experts_BxLxK")
   local = experts_BxLxK.reshape(-1) - expert_offset
   is_local = (local >= 0) & (local < num_local)
   # Pairs of other shards' experts sort last, into a group that is not run.
@@ -114,11 +138,15 @@ def capacity_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
 
   Returns:
     ``(y_BxLxD, num_dropped)``: this shard's contribution and the number of
-    its (token, slot) pairs that were over capacity.
+    its (token, slot) pairs that were over capacity. Ids of other shards'
+    experts contribute nothing; as in :func:`dropless_experts`, an eager call
+    with ``expert_offset=0`` refuses ids outside ``[0, E_local)``.
   """
   batch, length, _ = x_BxLxD.shape
   k = experts_BxLxK.shape[-1]
   num_local = weights.gate.shape[0]
+  if isinstance(expert_offset, int) and expert_offset == 0:
+    check_expert_ids(experts_BxLxK, num_local, "experts_BxLxK")
   local_BxLxK = experts_BxLxK - expert_offset
   # Indices outside 0..E_local-1 (other shards' experts) give all-zero rows.
   chosen_BxLxKxE = jax.nn.one_hot(local_BxLxK, num_local, dtype=jnp.int32)

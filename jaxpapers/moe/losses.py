@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers.models.transformer import next_token_loss
+from jaxpapers.moe.dispatch import check_expert_ids
 
 
 def load_balance_loss(probs_BxLxE: jax.Array, experts_BxLxK: jax.Array, *,
@@ -46,7 +47,9 @@ def load_balance_loss(probs_BxLxE: jax.Array, experts_BxLxK: jax.Array, *,
       counts and token numbers over (global balancing); None on one shard.
 
   Returns:
-    The scalar loss of this shard (1 for a perfectly balanced router).
+    The scalar loss of this shard (1 for a perfectly balanced router). An
+    expert id outside ``[0, E)`` is a ``ValueError`` when the ids are
+    concrete; traced, it makes the loss NaN rather than be dropped.
 
   Example:
     >>> import jax.numpy as jnp
@@ -55,22 +58,32 @@ def load_balance_loss(probs_BxLxE: jax.Array, experts_BxLxK: jax.Array, *,
     >>> float(load_balance_loss(probs, experts))
     1.0
   """
-  batch, length, num_experts = probs_BxLxE.shape
-  if experts_BxLxK.shape[:2] != (batch, length):
+  if probs_BxLxE.ndim != 3:
     raise ValueError(
-        f"experts must have shape (B, L, k) with (B, L) = {(batch, length)},"
-        f" got {experts_BxLxK.shape}."
+        f"probs_BxLxE must have shape (B, L, E), got {probs_BxLxE.shape}.")
+  batch, length, num_experts = probs_BxLxE.shape
+  # (B, L) without the k axis would pass a prefix check with k read as L.
+  if experts_BxLxK.ndim != 3 or experts_BxLxK.shape[:2] != (batch, length):
+    raise ValueError(
+        f"experts_BxLxK must have shape (B, L, k) with (B, L) ="
+        f" {(batch, length)}, got {experts_BxLxK.shape}."
     )
+  check_expert_ids(experts_BxLxK, num_experts, "experts_BxLxK")
   k = experts_BxLxK.shape[-1]
-  counts_E = jnp.zeros((num_experts,), jnp.float32).at[
-      experts_BxLxK.reshape(-1)].add(1.0)
+  ids = experts_BxLxK.reshape(-1)
+  in_range = jnp.all((ids >= 0) & (ids < num_experts))
+  # A one-hot sum rather than a scatter: its reduction over a sharded token
+  # axis is defined on Explicit meshes (out-of-range ids are caught above).
+  counts_E = jnp.sum(jax.nn.one_hot(ids, num_experts, dtype=jnp.float32),
+                     axis=0)
   num_tokens = jnp.float32(batch * length)
   if data_axis is not None:
     counts_E = jax.lax.psum(counts_E, data_axis)
     num_tokens = jax.lax.psum(num_tokens, data_axis)
   fraction_E = jax.lax.stop_gradient(counts_E / num_tokens)
   mean_probs_E = jnp.mean(probs_BxLxE.astype(jnp.float32), axis=(0, 1))
-  return (num_experts / k) * jnp.sum(fraction_E * mean_probs_E)
+  loss = (num_experts / k) * jnp.sum(fraction_E * mean_probs_E)
+  return jnp.where(in_range, loss, jnp.nan)
 
 
 def router_z_loss(logits_BxLxE: jax.Array) -> jax.Array:

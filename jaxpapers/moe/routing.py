@@ -36,6 +36,7 @@ References:
   Modularity", arXiv:2605.06663, 2026; code: github.com/allenai/EMO.
 """
 
+import functools
 import operator
 from typing import NamedTuple, Sequence
 
@@ -152,8 +153,9 @@ def emo_route(logits_BxLxE: jax.Array, segment_ids_BxL: jax.Array, *,
 def document_index(segment_ids_BxL: jax.Array) -> jax.Array:
   """Index ``0, 1, ...`` of each token's document within its row (runs of equal ids)."""
   starts = (segment_ids_BxL[:, 1:] != segment_ids_BxL[:, :-1]).astype(jnp.int32)
+  # zeros_like keeps the ids' sharding (Explicit meshes concatenate only alike).
   return jnp.concatenate(
-      [jnp.zeros((segment_ids_BxL.shape[0], 1), jnp.int32),
+      [jnp.zeros_like(segment_ids_BxL[:, :1], dtype=jnp.int32),
        jnp.cumsum(starts, axis=1, dtype=jnp.int32)], axis=1)
 
 
@@ -242,14 +244,12 @@ def _pool_sizes(pool_size, k, num_experts, shape, rng):
 
 def _pool_mask(probs_BxLxE, document_BxL, pool_BxD):
   """Experts in the pool of each token's document: ``(B, L, E)`` bool."""
-  batch, length, num_experts = probs_BxLxE.shape
-  flat_documents = (document_BxL
-                    + length * jnp.arange(batch, dtype=jnp.int32)[:, None])
-  scores_BxDxE = jax.ops.segment_sum(
-      probs_BxLxE.reshape(batch * length, num_experts),
-      flat_documents.reshape(-1), num_segments=batch * length,
-      indices_are_sorted=True,
-  ).reshape(batch, length, num_experts)
+  _, length, num_experts = probs_BxLxE.shape
+  # Row by row (vmap) rather than one segment sum over B * L flat documents:
+  # the same work, and batched scatters keep a sharded batch axis sharded.
+  scores_BxDxE = jax.vmap(functools.partial(
+      jax.ops.segment_sum, num_segments=length, indices_are_sorted=True))(
+          probs_BxLxE, document_BxL)
   # Rank of expert e: experts scoring higher, plus equal ones of lower index.
   # Pairwise comparisons (fused into one reduction) beat a sort of many short
   # rows several times over on CPU.

@@ -211,7 +211,7 @@ def _decoupled(num_players, eta, sigma, tau, max_jacobi_rounds,
                max_local_iters, count_scalar_allreduce):
   if eta is not None:
     check_constant("eta", eta, strict=True)
-  check_constant("sigma", sigma, strict=True)
+  check_constant("sigma", sigma, strict=True, below=1.0)
   check_constant("tau", tau, strict=True)
   for name, value in (("max_jacobi_rounds", max_jacobi_rounds),
                       ("max_local_iters", max_local_iters)):

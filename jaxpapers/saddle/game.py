@@ -172,18 +172,24 @@ def check_blocks(game: Game, z_NxD: Any, name: str) -> None:
     )
 
 
-def check_constant(name: str, value: Any, *, strict: bool) -> None:
+def check_constant(name: str, value: Any, *, strict: bool,
+                   below: float | None = None) -> None:
   """Raises ``ValueError`` if a concrete ``value`` is not > 0 (``strict``) / >= 0.
 
-  Traced values cannot be checked at trace time and pass through.
+  With ``below``, the value must also be ``< below``. Traced values cannot be
+  checked at trace time and pass through (their ranges are documented).
   """
   try:
     concrete = np.asarray(value)
   except jax.errors.TracerArrayConversionError:
     return
   bad = ~(concrete > 0) if strict else ~(concrete >= 0)
+  if below is not None:
+    bad = bad | ~(concrete < below)
   if np.any(bad):
     bound = "> 0" if strict else ">= 0"
+    if below is not None:
+      bound += f" and < {below}"
     raise ValueError(f"{name} must be {bound}, got {concrete.tolist()}.")
 
 

@@ -92,6 +92,69 @@ def test_every_tree_is_balanced_and_equals_the_reference(spikes, boxes, tol):
       field, patch=2, tol_frac=tol, max_level=3)
 
 
+@functools.partial(jax.jit, static_argnames="adapt_nearby")
+def _tree_with_rings(field, tol, adapt_nearby):
+  return amr.build_quadtree(field, patch=2, tol_frac=tol, max_level=3,
+                            max_tokens=_GEOMETRY.num_finest_cells,
+                            adapt_nearby=adapt_nearby)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    spikes=st.lists(st.tuples(st.integers(0, 31), st.integers(0, 31),
+                              st.floats(0.1, 1.0)), min_size=1, max_size=3),
+    tol=st.floats(0.05, 0.9),
+    adapt_nearby=st.integers(1, 2),
+)
+def test_adapt_nearby_rings_equal_the_reference(spikes, tol, adapt_nearby):
+  field = np.zeros((32, 32), np.float32)
+  for y, x, amplitude in spikes:
+    field[y, x] += amplitude
+  leaves = reference.tree_leaves(_tree_with_rings(field, tol, adapt_nearby))
+  assert reference.is_valid_balanced_tree(leaves, _GEOMETRY)
+  assert leaves == reference.build_quadtree_reference(
+      field, patch=2, tol_frac=tol, max_level=3, adapt_nearby=adapt_nearby)
+  # A ring never removes refinement.
+  assert len(leaves) >= int(_tree_of(field, tol).num_leaves)
+
+
+def test_a_ring_refines_the_face_neighbours_of_a_refined_cell():
+  field = np.zeros((16, 16), np.float32)
+  field[5, 5] = 1.0  # inside level-1 cell (1, 1) of a 4x4 grid (patch 2, L=2)
+  plain = amr.build_quadtree(field, patch=2, tol_frac=0.5, max_level=2,
+                             max_tokens=64)
+  ringed = amr.build_quadtree(field, patch=2, tol_frac=0.5, max_level=2,
+                              max_tokens=64, adapt_nearby=1)
+  level2 = lambda tree: {(i // 2, j // 2) for level, i, j in
+                         reference.tree_leaves(tree) if level == 2}
+  assert level2(plain) == {(1, 1)}
+  assert level2(ringed) == {(1, 1), (0, 1), (2, 1), (1, 0), (1, 2)}
+
+
+def test_a_nonfinite_field_is_an_error_eagerly_and_a_flag_under_jit():
+  field = np.zeros((32, 32), np.float32)
+  field[3, 7] = 1.0
+  field[20, 20] = np.nan
+  with pytest.raises(ValueError, match="NaN or infinite"):
+    amr.build_quadtree(field, patch=2, tol_frac=0.1, max_level=3, max_tokens=256)
+  assert bool(_tree_of(field, 0.1).nonfinite)
+  field[20, 20] = 0.0
+  assert not bool(_tree_of(field, 0.1).nonfinite)
+  batch = np.stack([field, np.where(np.arange(32) == 4, np.inf, field)])
+  flags = jax.vmap(lambda f: _tree_of(f, 0.1).nonfinite)(batch)
+  assert flags.tolist() == [False, True]
+
+
+def test_negative_tol_frac_as_a_jax_scalar_and_bad_rings_are_named_errors():
+  field = np.zeros((16, 16), np.float32)
+  with pytest.raises(ValueError, match="tol_frac must be >= 0"):
+    amr.build_quadtree(field, patch=2, tol_frac=jnp.float32(-0.1), max_level=2,
+                       max_tokens=64)
+  with pytest.raises(ValueError, match="adapt_nearby must be an int >= 0"):
+    amr.build_quadtree(field, patch=2, tol_frac=0.1, max_level=2, max_tokens=64,
+                       adapt_nearby=-1)
+
+
 def test_balance_forces_the_coarser_side():
   # One finest spike at the corner of a root tile: without balance its
   # level-4 leaves would touch level-1 leaves of the neighbouring tile.
@@ -256,10 +319,11 @@ def test_bad_arguments_are_named_errors():
     amr.leaf_coordinates(tree, "volume")
 
 
-def test_nan_input_is_visible_in_the_tokens():
+def test_nan_input_is_visible_in_the_tree_flag_and_the_tokens():
   field = jnp.zeros((64, 64)).at[3, 5].set(jnp.nan)
-  tree = amr.build_quadtree(field, patch=4, tol_frac=0.1, max_level=2,
-                            max_tokens=256)
+  tree = jax.jit(functools.partial(amr.build_quadtree, patch=4, tol_frac=0.1,
+                                   max_level=2, max_tokens=256))(field)
+  assert bool(tree.nonfinite)
   assert np.isnan(np.asarray(amr.tokenize(field, tree))).any()
 
 

@@ -127,3 +127,16 @@ def test_bad_arguments_are_named_errors():
     amr.regrid(jnp.zeros((BUDGET, 4, 4, 1)), tree, tol_frac=0.1)
   with pytest.raises(ValueError, match="must be >= 0"):
     amr.regrid(jnp.zeros((BUDGET, 2, 2, 1)), tree, tol_frac=-1.0)
+
+
+def test_nonfinite_leaf_values_set_the_new_trees_flag():
+  field = jnp.zeros((16, 16))
+  tree = amr.build_quadtree(field, patch=4, tol_frac=0.1, max_level=2,
+                            max_tokens=16)
+  tokens = amr.tokenize(field, tree)
+  _, clean = amr.regrid(tokens.at[0, 0, 0].set(1.0), tree, tol_frac=0.1)
+  _, poisoned = amr.regrid(tokens.at[0, 0, 0].set(jnp.nan), tree, tol_frac=0.1)
+  assert not bool(clean.nonfinite) and bool(poisoned.nonfinite)
+  # Padding slots hold no values: garbage there does not raise the flag.
+  padded = tokens.at[tree.max_tokens - 1].set(jnp.nan)
+  assert not bool(amr.regrid(padded, tree, tol_frac=0.1)[1].nonfinite)

@@ -18,6 +18,19 @@ def test_segment_ids_count_documents():
   np.testing.assert_array_equal(text.segment_ids(tokens), [[0, 0, 1, 1, 1, 2]])
 
 
+def test_segment_ids_with_the_authors_convention_start_a_document_at_eos():
+  tokens = jnp.array([[1, text.EOS, 2, 3, text.EOS, 4]])
+  np.testing.assert_array_equal(text.segment_ids(tokens, eos="opens"),
+                                [[0, 1, 1, 1, 2, 2]])
+  # Either way each EOS sits at a document boundary: the conventions differ
+  # exactly at the EOS positions.
+  closes, opens = text.segment_ids(tokens), text.segment_ids(tokens, eos="opens")
+  np.testing.assert_array_equal(np.asarray(opens != closes),
+                                np.asarray(tokens == text.EOS))
+  with pytest.raises(ValueError, match="eos must be one of"):
+    text.segment_ids(tokens, eos="between")
+
+
 def test_split_is_fixed_disjoint_and_complete():
   docs = [f"doc{i}" for i in range(20)]
   train, valid = text.split_documents(docs, 0.25, seed=1)
