@@ -25,6 +25,9 @@ Areas are organised by what things are; each re-exports its public names:
   insertions and deletions, with exact references.
 * :mod:`jaxpapers.continual` -- curvature-aware adapter fusion for
   class-incremental learning (DAF), adapters and a cosine head.
+* :mod:`jaxpapers.auctions` -- a jit-compiled repeated-auction environment
+  (gymnax-like), myopic bidding, MPC over shading, a DP oracle, PPO
+  (DynamAuction; reconstruction).
 * :mod:`jaxpapers.data` -- data sets that ship inside pip packages, and
   mini-batch sampling as a pure function of a key.
 * :mod:`jaxpapers.profiling` -- wall time and compiled memory of jitted calls.

@@ -1,0 +1,141 @@
+"""Myopic bids, MPC (grid and CEM) and the DP oracle against references."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy import optimize
+from scipy import stats
+
+from jaxpapers.auctions import dp_oracle
+from jaxpapers.auctions import environment as env_lib
+from jaxpapers.auctions import mpc
+from jaxpapers.auctions import myopic
+
+SMALL = dict(horizon=2.0, base_intensity=8.0)
+FAST_MPC = dict(num_rollouts=8, horizon=1.0)
+
+
+def _first_price_utility(b, nu, t, params):
+  mu = params.competing_log_mean + params.competing_log_amplitude * np.sin(
+      2 * np.pi * t / params.period)
+  return (nu - b) * stats.norm.cdf((np.log(b) - mu) / params.competing_log_std)
+
+
+@pytest.mark.parametrize("nu,t", [(0.3, 2.0), (1.0, 6.0), (2.5, 18.0)])
+def test_first_price_grid_argmax_matches_a_fine_numeric_optimum(nu, t):
+  params = env_lib.EnvParams(format="first")
+  grid_bid = float(myopic.first_price_bid(jnp.float32(nu), jnp.float32(t), params))
+  best = optimize.minimize_scalar(
+      lambda b: -_first_price_utility(b, nu, t, params), bounds=(1e-9, nu),
+      method="bounded", options={"xatol": 1e-10})
+  assert abs(grid_bid - best.x) <= nu / 255 + 1e-6
+  assert (_first_price_utility(grid_bid, nu, t, params)
+          >= -best.fun * (1 - 1e-3))
+  fast = float(myopic.first_price_bid_fast(jnp.float32(nu), jnp.float32(t),
+                                           params))
+  assert abs(fast - best.x) <= nu / 255 + 1e-4
+
+
+def test_mpc_equals_myopic_exactly_with_the_kernel_off():
+  params = env_lib.EnvParams(format="second", saturation=False, recency=False,
+                             **SMALL)
+  config = mpc.MPCConfig(**FAST_MPC)
+  keys = jax.random.split(jax.random.key(0), 3)
+  ours = jax.jit(jax.vmap(lambda k: mpc.run_mpc_episode(k, params, config)))(keys)
+  mine = jax.jit(jax.vmap(lambda k: myopic.run_episode(
+      k, params, myopic.fixed_shading(1.0, params)).episode_return))(keys)
+  np.testing.assert_array_equal(np.asarray(ours.episode_return), np.asarray(mine))
+  planned = np.asarray(ours.thetas)
+  assert np.all((planned == 1.0) | (planned == 0.0))  # 0: blocks past the end
+  assert np.sum(planned == 1.0) >= 3
+
+
+def test_mpc_shades_under_saturation_and_beats_myopic():
+  # Enough arrivals per hour for saturation to bind, and 8 episodes.
+  params = env_lib.EnvParams(format="second", horizon=2.0, base_intensity=30.0)
+  config = mpc.MPCConfig(num_rollouts=16, horizon=1.0)
+  keys = jax.random.split(jax.random.key(1), 8)
+  ours = jax.jit(jax.vmap(lambda k: mpc.run_mpc_episode(k, params, config)))(keys)
+  mine = jax.jit(jax.vmap(lambda k: myopic.run_episode(
+      k, params, myopic.fixed_shading(1.0, params)).episode_return))(keys)
+  assert float(ours.episode_return.mean()) > float(mine.mean())
+  planned = np.asarray(ours.thetas)
+  assert np.median(planned[planned > 0]) < 1.0
+
+
+def test_cem_planner_stays_in_bounds_and_near_myopic_without_kernel():
+  params = env_lib.EnvParams(format="second", saturation=False, recency=False,
+                             **SMALL)
+  config = mpc.MPCConfig(planner="cem", cem_samples=16, cem_iterations=2,
+                         **FAST_MPC)
+  obs, _ = env_lib.reset(jax.random.key(0), params)
+  theta = float(jax.jit(lambda k: mpc.plan(k, obs, params, config))(
+      jax.random.key(1)))
+  assert 0.7 <= theta <= 1.5
+
+
+def _brute_force_values(params, nodes, weights, horizon):
+  """W_k(n) by maximising over a fine bid grid, with scipy integrals over D."""
+  dist = stats.lognorm(s=params.competing_log_std,
+                       scale=np.exp(params.competing_log_mean))
+  fine = np.linspace(0.0, 2.0, 40001)
+  # E[D; D <= b] by the trapezoid rule on a fine grid; bids on every 50th point.
+  partial = integrate.cumulative_trapezoid(fine * dist.pdf(fine), fine,
+                                           initial=0.0)[::50]
+  bids = fine[::50]
+  win = dist.cdf(bids)
+  g = lambda n: 1 / (1 + params.saturation_strength * n)
+  values = {(0, n): 0.0 for n in range(horizon + 2)}
+  for k in range(1, horizon + 1):
+    for n in range(horizon + 1 - k + 1):
+      total = 0.0
+      for v, w in zip(nodes, weights):
+        utility = (win * (v * g(n) + values[(k - 1, n + 1)]) - partial
+                   + (1 - win) * values[(k - 1, n)])
+        total += w * utility.max()
+      values[(k, n)] = total
+  return values
+
+
+def test_dp_oracle_equals_brute_force_on_a_tiny_horizon():
+  params = env_lib.EnvParams(format="second", saturation_measure="count",
+                             recency=False, competing_log_amplitude=0.0,
+                             saturation_strength=0.5)
+  nodes, weights = np.array([0.6, 1.4]), np.array([0.5, 0.5])
+  horizon = 3
+  table = np.asarray(dp_oracle.value_table(params, horizon, value_nodes=nodes,
+                                           value_weights=weights))
+  brute = _brute_force_values(params, nodes, weights, horizon)
+  for k in range(1, horizon + 1):
+    for n in range(horizon + 1 - k + 1):
+      assert table[k, n] == pytest.approx(brute[(k, n)], abs=2e-4), (k, n)
+
+
+def test_dp_oracle_bid_is_at_most_the_myopic_valuation():
+  params = env_lib.EnvParams(format="second", saturation_measure="count",
+                             recency=False, competing_log_amplitude=0.0,
+                             intensity_amplitude=0.0, **SMALL)
+  table = dp_oracle.value_table(params, env_lib.num_slots(params))
+  gains = np.diff(np.asarray(table)[:, :-1], axis=1)
+  assert np.all(gains <= 1e-6)
+  obs, state = env_lib.reset(jax.random.key(0), params)
+  episode = jax.jit(lambda s, o: dp_oracle.run_oracle_from(s, o, table, params))(
+      state, obs)
+  valid = np.asarray(state.arrivals.valid)
+  bids, nus = np.asarray(episode.bids)[valid], np.asarray(episode.valuations)[valid]
+  assert np.all(bids <= nus + 1e-6)
+  assert np.any(bids < nus - 1e-3)  # it does shade
+
+
+def test_dp_oracle_rejects_other_settings_and_mpc_bad_config():
+  with pytest.raises(ValueError, match="saturation_measure='count'"):
+    dp_oracle.value_table(env_lib.EnvParams(recency=False,
+                                            competing_log_amplitude=0.0), 5)
+  with pytest.raises(ValueError, match="format='second'"):
+    dp_oracle.check_setting(env_lib.EnvParams(format="first"))
+  with pytest.raises(ValueError, match="planner"):
+    mpc.MPCConfig(planner="random")
+  with pytest.raises(ValueError, match="cem_elites"):
+    mpc.MPCConfig(cem_elites=100)
