@@ -39,7 +39,7 @@ def _measurements(params, batches):
                               value_fn=_loss, batch=one)
     hv = curvature.hvp(_loss, params, grads, one)
     top = curvature.lambda_max(
-        lambda v: curvature.hvp(_loss, params, v, one), params, max_iters=12)
+        lambda v: curvature.hvp(_loss, params, v, one), params, max_iters=8)
     return {
         "batch_sharpness": curvature.batch_sharpness(_loss, params, batches).value,
         "chunked": curvature.batch_sharpness(_loss, params, batches,
@@ -60,14 +60,14 @@ def test_params_sharded_along_any_axis_give_the_unsharded_numbers(mode):
   expected = _measurements(params, batches)
   mesh = jax.make_mesh((2, 4), ("data", "model"),
                        axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
-  for spec_w1 in (jax.P("model", None), jax.P("data", "model")):
-    with jax.set_mesh(mesh):
-      sharded = {"w1": jax.device_put(params["w1"], spec_w1),
-                 "w2": jax.device_put(params["w2"], jax.P("model"))}
-      got = _measurements(sharded, batches)
-    for name in expected:
-      np.testing.assert_allclose(got[name], expected[name], rtol=2e-5,
-                                 atol=1e-6, err_msg=f"{name} {spec_w1}")
+  # w1 sharded along both axes, w2 along its only one: every leaf's every axis.
+  with jax.set_mesh(mesh):
+    sharded = {"w1": jax.device_put(params["w1"], jax.P("data", "model")),
+               "w2": jax.device_put(params["w2"], jax.P("model"))}
+    got = _measurements(sharded, batches)
+  for name in expected:
+    np.testing.assert_allclose(got[name], expected[name], rtol=2e-5,
+                               atol=1e-6, err_msg=name)
 
 
 def _quadratic(w, batch):
@@ -128,7 +128,7 @@ def test_a_properly_stacked_single_batch_still_works():
 
 def test_traced_zero_start_is_documented_nan_not_an_error():
   top = jax.jit(lambda v0: curvature.lambda_max(lambda v: 2.0 * v, jnp.ones(3),
-                                                v0=v0))(jnp.zeros(3))
+                                                v0=v0, max_iters=2))(jnp.zeros(3))
   assert np.isnan(top.eigenvalue)
 
 
