@@ -303,13 +303,12 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   evaluation = workdir.stage("evaluation",
                              lambda: evaluate(config, calibration))
   summary = summarize(evaluation, config)
-  results = [harness.result(
-      name, metric, s[metric], standard_error=s.get(metric + "_se"),
-      num_samples=summary[SAMPLES[metric]],
-      lower_is_better=metric in ("mean_k", "sparse_mean_k"),
-      unit=UNITS[metric])
-      for name, s in summary["rules"].items() for metric in METRICS
-      if s[metric] is not None]
+  counts = {metric: summary[SAMPLES[metric]] for metric in METRICS}
+  results = [row for name, s in summary["rules"].items()
+             for row in harness.results_of(
+                 name, s, [m for m in METRICS if s[m] is not None],
+                 num_samples=counts, units=UNITS,
+                 higher_is_better=set(METRICS) - {"mean_k", "sparse_mean_k"})]
   workdir.write_report(
       paper=PAPER, claim=CLAIM,
       dataset={"name": "generated Gaussian blob images",

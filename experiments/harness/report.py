@@ -54,15 +54,22 @@ def result(evaluation_name: str, metric: str, score: Any, *,
 
 
 def results_of(evaluation_name: str, summary: Mapping[str, Any],
-               metrics: Iterable[str], *, num_samples: int,
+               metrics: Iterable[str], *,
+               num_samples: int | Mapping[str, int],
                higher_is_better: Iterable[str] = (),
                units: Mapping[str, str] | None = None
                ) -> list[dict[str, Any]]:
-  """Result rows of ``summary[metric]`` with ``summary[metric + "_se"]``."""
+  """Result rows of ``summary[metric]`` with ``summary[metric + "_se"]``.
+
+  ``num_samples`` is one count for every metric, or a count per metric (when
+  metrics average over different subsets, e.g. sparse and dense images).
+  """
   higher, units = set(higher_is_better), units or {}
+  count = (num_samples.__getitem__ if isinstance(num_samples, Mapping)
+           else lambda _: num_samples)
   return [result(evaluation_name, m, summary[m],
                  standard_error=summary.get(m + "_se"),
-                 num_samples=num_samples, lower_is_better=m not in higher,
+                 num_samples=count(m), lower_is_better=m not in higher,
                  unit=units.get(m))
           for m in metrics]
 

@@ -91,6 +91,7 @@ def expected_surplus(w: jax.Array, params: env_lib.EnvParams) -> jax.Array:
 
 
 def saturation(count: jax.Array, params: env_lib.EnvParams) -> jax.Array:
+  r"""Count-only saturation :math:`1 / (1 + \alpha n)` after n wins (1 with saturation off)."""
   return (1 / (1 + params.saturation_strength * count) if params.saturation
           else jnp.ones_like(count))
 
@@ -135,6 +136,8 @@ def oracle_bid(values: jax.Array, value: jax.Array, count: jax.Array,
 
 
 class OracleEpisode(NamedTuple):
+  """An episode under the DP oracle: its return, its bids and the myopic valuations beside them."""
+
   episode_return: jax.Array
   bids: jax.Array  # [n]
   valuations: jax.Array  # [n] myopic valuations nu at the same steps

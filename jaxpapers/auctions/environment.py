@@ -187,6 +187,7 @@ def integrated_intensity(start: float, end: float, params: EnvParams) -> float:
 
 
 def competing_log_mean(time: jax.Array, params: EnvParams) -> jax.Array:
+  r""":math:`\mu_D(t) = \mu_D + a_D \sin(2\pi t / P)`, log-mean of the competing bid (any shape of t)."""
   phase = 2 * jnp.pi * time / params.period
   return params.competing_log_mean + params.competing_log_amplitude * jnp.sin(phase)
 
@@ -316,6 +317,8 @@ def sample_arrivals(key: jax.Array, params: EnvParams, start: jax.Array,
 
 
 class Outcome(NamedTuple):
+  """What one auction did: whether the buyer won, the realised value, the payment, the new context."""
+
   won: jax.Array
   value: jax.Array  # realised value v K(c, t) (0 if lost)
   payment: jax.Array
@@ -354,6 +357,9 @@ class Observation(NamedTuple):
 
 
 class EnvState(NamedTuple):
+  """The environment between steps: the episode's pre-drawn arrivals (``[n]`` padded slots), the
+  carry-over context and the delayed-reward bookkeeping."""
+
   index: jax.Array  # the current candidate slot
   arrivals: Arrivals
   num_valid: jax.Array

@@ -125,6 +125,9 @@ def rollout_returns(futures: env_lib.Arrivals, context: env_lib.Context,
 
 
 def plan_grid(futures, context, params, config):
+  r"""The grid planner: the shading :math:`\theta` of ``config.thetas`` with the best mean
+  return over the sampled ``futures`` (common random numbers for every candidate);
+  exact ties go to the candidate closest to myopic bidding (:math:`\theta = 1`)."""
   thetas = jnp.asarray(config.thetas, jnp.float32)
   shape = futures.time.shape
   means = jax.vmap(lambda t: jnp.mean(rollout_returns(
@@ -163,7 +166,7 @@ def plan_cem(key, futures, context, params, config):
 
 def plan(key: jax.Array, obs: env_lib.Observation, params: env_lib.EnvParams,
          config: MPCConfig) -> jax.Array:
-  """The shading multiplier to bid with from the current observation."""
+  r"""The shading multiplier to bid with from the current observation."""
   future_key, cem_key = jax.random.split(key)
   futures = sample_futures(future_key, obs, params, config)
   if config.planner == "grid":
@@ -172,6 +175,8 @@ def plan(key: jax.Array, obs: env_lib.Observation, params: env_lib.EnvParams,
 
 
 class MPCEpisode(NamedTuple):
+  """An episode under MPC: its return and the shading planned for each block of arrivals."""
+
   episode_return: jax.Array
   thetas: jax.Array  # [blocks] planned theta per block (0 past the end)
 

@@ -121,6 +121,8 @@ def fixed_shading(theta: float | jax.Array, params: env_lib.EnvParams, *,
 
 
 class Episode(NamedTuple):
+  """An episode under a fixed policy: return, revealed step rewards, wins and contexts."""
+
   episode_return: jax.Array  # realised utility (values revealed or not)
   revealed_rewards: jax.Array  # [n] step rewards, what the buyer saw
   won: jax.Array  # [n]

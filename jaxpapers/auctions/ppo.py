@@ -76,6 +76,14 @@ class PPOConfig:
 
 
 class PPOParams(NamedTuple):
+  """Gaussian policy over the shading logit u, and the value function.
+
+  Attributes:
+    policy: MLP ``[..., NUM_FEATURES] -> [..., 1]``, the mean of u.
+    value: MLP ``[..., NUM_FEATURES] -> [..., 1]``, the state value V(s).
+    log_std: scalar log standard deviation of u.
+  """
+
   policy: models.MLPParams
   value: models.MLPParams
   log_std: jax.Array
@@ -95,6 +103,13 @@ def features(obs: env_lib.Observation, params: env_lib.EnvParams) -> jax.Array:
 
 
 def init(key: jax.Array, config: PPOConfig) -> PPOParams:
+  r"""He-initialised policy and value MLPs; the policy starts at myopic bidding.
+
+  The last policy layer is scaled by 0.01 and its bias set to
+  :math:`\mathrm{logit}(1/\theta_{max})`, so that
+  :func:`shading` gives :math:`\theta \approx 1` (bid the myopic valuation)
+  for every input before training.
+  """
   policy_key, value_key = jax.random.split(key)
   sizes = (NUM_FEATURES, *config.hidden, 1)
   policy = models.init_mlp(policy_key, sizes, init_scale=0.5)
@@ -107,6 +122,7 @@ def init(key: jax.Array, config: PPOConfig) -> PPOParams:
 
 
 def shading(u: jax.Array, config: PPOConfig) -> jax.Array:
+  r"""The shading multiplier :math:`\theta = \theta_{max}\,\sigma(u)` of a logit u (any shape)."""
   return config.max_theta * jax.nn.sigmoid(u)
 
 
@@ -126,6 +142,8 @@ def greedy_policy(ppo_params: PPOParams, params: env_lib.EnvParams,
 
 
 class Batch(NamedTuple):
+  """One PPO rollout batch, ``[envs, slots, ...]``, with GAE advantages and value targets."""
+
   features: jax.Array  # [envs, slots, F]
   action: jax.Array  # the logit u
   log_prob: jax.Array
@@ -202,6 +220,7 @@ def loss(ppo_params: PPOParams, batch: Batch, config: PPOConfig) -> jax.Array:
 
 
 def optimizer(config: PPOConfig) -> optax.GradientTransformation:
+  """Adam after global-norm clipping (``max_grad_norm``), as in common PPO settings."""
   return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                      optax.adam(config.learning_rate))
 

@@ -35,6 +35,8 @@ DEFAULT_SCALES = (0.75, 0.95, 1.2, 1.5, 1.9, 2.4)
 
 
 class BlobImages(NamedTuple):
+  """A batch of generated Gaussian-blob images and their true boxes (padded to G)."""
+
   images: jax.Array  # (B, H, W) float32
   boxes: jax.Array  # (B, G, 4) true boxes, G = count_range[1], padded
   valid: jax.Array  # (B, G) bool, the first counts[b] are real
@@ -42,6 +44,8 @@ class BlobImages(NamedTuple):
 
 
 class Proposals(NamedTuple):
+  """One proposal per encoder token: its LoG response and its (x0, y0, x1, y1) box."""
+
   response: jax.Array  # (..., N) strongest LoG response of each token
   boxes: jax.Array  # (..., N, 4) the token's proposal box
 

@@ -303,3 +303,17 @@ def test_overwrite_never_empties_a_folder_that_is_not_a_workdir(tmp_path):
   with pytest.raises(harness.WorkdirError, match="not a workdir"):
     harness.Workdir(str(tmp_path), config, "toy", overwrite=True)
   assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_results_of_takes_one_count_or_a_count_per_metric():
+  summary = {"recall": 0.9, "recall_se": 0.01, "sparse_recall": 0.95}
+  rows = harness.results_of("rule", summary, ["recall", "sparse_recall"],
+                            num_samples={"recall": 200, "sparse_recall": 150},
+                            higher_is_better=["recall", "sparse_recall"])
+  by_metric = {row["metric"]: row for row in rows}
+  assert by_metric["recall"]["num_samples"] == 200
+  assert by_metric["sparse_recall"]["num_samples"] == 150
+  assert by_metric["recall"]["standard_error"] == 0.01
+  same = harness.results_of("rule", summary, ["recall", "sparse_recall"],
+                            num_samples=7)
+  assert [row["num_samples"] for row in same] == [7, 7]
