@@ -1,4 +1,4 @@
-"""Optimizer benchmarks (EMA-Nesterov issue), printed as ratios from one run.
+"""Optimizer benchmarks (EMA-Nesterov and SOAP), printed as ratios from one run.
 
 Step time and state memory of ``ema_nesterov(adamw)`` against ``adamw``, both
 sides in this process, alternating, at two granularities:
@@ -19,13 +19,24 @@ reads and three writes (9/7 = 1.29x), so the goal cannot hold for the update
 in isolation; XLA on CPU does not fuse sibling outputs, which materialises
 the AdamW direction that both ``m`` and the update consume (17 vs 10 arrays).
 In a training step the gradient dominates and the same extra traffic is a
-small fraction.
+small fraction. XLA:CPU emits single-output loop fusions, so each of ``m``
+and the new params re-reads its inputs: 16 arrays is the floor there (the
+direction recomputed in both), 17 with it materialised once; 13 needs a
+multi-output fusion.
+
+SOAP (``scale_by_soap`` on 256x1024, 1024x256 and four 256x256 matrices):
+the step where ``precondition_frequency`` does not fire against
+``optax.scale_by_adam``, the refresh step (power iteration and QR) against
+the plain step and against the bare ``L @ Q`` and QR calls, and the first
+call (``eigh``) against the bare ``eigh`` calls, medians of alternating
+rounds.
 
 Run: ``python -m benchmarks.optim``.
 """
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from jaxpapers import profiling
@@ -109,6 +120,72 @@ def _num_params(params) -> int:
   return sum(x.size for x in jax.tree.leaves(params))
 
 
+SOAP_SHAPES = {"up": (256, 1024), "down": (1024, 256), "q": (256, 256),
+               "k": (256, 256), "v": (256, 256), "o": (256, 256)}
+SOAP_FREQUENCY = 10
+SOAP_ROUNDS = 5
+SOAP_WARMUP_STEPS = 5
+
+
+def _soap_params_and_grads(seed=2):
+  keys = jax.random.split(jax.random.key(seed), 2 * len(SOAP_SHAPES))
+  params = {k: jax.random.normal(keys[i], s)
+            for i, (k, s) in enumerate(SOAP_SHAPES.items())}
+  grads = {k: 1e-2 * jax.random.normal(keys[len(SOAP_SHAPES) + i], s)
+           for i, (k, s) in enumerate(SOAP_SHAPES.items())}
+  return params, grads
+
+
+def _median_ratio(secs, num, den):
+  return float(np.median([a / b for a, b in zip(secs[num], secs[den])]))
+
+
+def _soap_report():
+  """SOAP's three kinds of step against optax.adam and the bare decompositions."""
+  params, grads = _soap_params_and_grads()
+  tx = optim.scale_by_soap(precondition_frequency=SOAP_FREQUENCY)
+  update = jax.jit(tx.update)
+  state = tx.init(params)
+  # Five steps on different gradients make every factor full rank: LAPACK's
+  # QR of a rank-deficient L Q runs into subnormal floats and takes ~25x
+  # longer (1024 x 1024 of rank 256: 15 s against 0.6 s here).
+  for i in range(SOAP_WARMUP_STEPS):
+    _, state = update(_soap_params_and_grads(seed=3 + i)[1], state, params)
+  at = lambda count: state._replace(count=jnp.asarray(count, jnp.int32))
+  first = tx.init(params)
+  adam = optax.scale_by_adam(b1=0.95, b2=0.95)
+  adam_update = jax.jit(adam.update)
+  factors = [l for l in jax.tree.leaves(state.preconditioners)]
+  bases = [q for q in jax.tree.leaves(state.eigenbases)]
+  bare_eigh = jax.jit(lambda ls: [jnp.linalg.eigh(l) for l in ls])
+  bare_qr = jax.jit(lambda ls, qs: [jnp.linalg.qr(l @ q)[0]
+                                    for l, q in zip(ls, qs)])
+  secs = profiling.alternating_seconds({
+      "adam": (adam_update, (grads, adam.init(params), params)),
+      "plain": (update, (grads, at(SOAP_FREQUENCY + 1), params)),
+      "refresh": (update, (grads, at(SOAP_FREQUENCY), params)),
+      "first": (update, (grads, first, params)),
+      "eigh": (bare_eigh, (factors,)),
+      "qr": (bare_qr, (factors, bases)),
+  }, rounds=SOAP_ROUNDS, repeats=3)
+  shapes = ", ".join(f"{s[0]}x{s[1]}" for s in SOAP_SHAPES.values())
+  print(f"== SOAP (scale_by_soap) on {shapes}; medians of {SOAP_ROUNDS}"
+        " alternating rounds")
+  for name in secs:
+    print(f"{name:8s} {1e3 * np.median(secs[name]):9.2f} ms")
+  plain_over_adam = _median_ratio(secs, "plain", "adam")
+  print(f"plain step / optax.scale_by_adam: {plain_over_adam:.1f}x (8 dense"
+        " products per matrix: rotate the gradient and the first moment, rotate"
+        " the direction back, two Gram factors)")
+  extra = [r - p for r, p in zip(secs["refresh"], secs["plain"])]
+  print(f"refresh step / plain step: {_median_ratio(secs, 'refresh', 'plain'):.2f}x;"
+        " refresh extra / bare L@Q and QR:"
+        f" {np.median([e / q for e, q in zip(extra, secs['qr'])]):.2f}x"
+        " (bare: one L@Q and one QR per factor)")
+  print(f"first call / bare eigh of the factors:"
+        f" {_median_ratio(secs, 'first', 'eigh'):.2f}x")
+
+
 def main():
   adamw = optax.adamw(1e-3, b1=0.9, b2=0.95, weight_decay=1e-3)
   optimizers = {
@@ -136,6 +213,8 @@ def main():
                         optimizers, repeats=5)
   _report(f"training step, LM on {LM_BATCH}x{LM_CONFIG.max_len} tokens",
           params, runs, best, windows)
+
+  _soap_report()
 
 
 if __name__ == "__main__":

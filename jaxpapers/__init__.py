@@ -28,6 +28,11 @@ Areas are organised by what things are; each re-exports its public names:
 * :mod:`jaxpapers.auctions` -- a jit-compiled repeated-auction environment
   (gymnax-like), myopic bidding, MPC over shading, a DP oracle, PPO
   (DynamAuction; reconstruction).
+* :mod:`jaxpapers.rl` -- GRPO advantages, PPO-clip over action tokens, the ECHO
+  environment cross-entropy and a jit-compiled key-value shell environment (ECHO).
+* :mod:`jaxpapers.routing` -- TSP: a LEHD-style heavy-decoder construction model,
+  greedy and sampling decoding, Held-Karp, LKH-3 labels, nearest neighbour and
+  2-opt.
 * :mod:`jaxpapers.data` -- data sets that ship inside pip packages, and
   mini-batch sampling as a pure function of a key.
 * :mod:`jaxpapers.profiling` -- wall time and compiled memory of jitted calls.
@@ -35,4 +40,4 @@ Areas are organised by what things are; each re-exports its public names:
   LM with a swappable FFN, forecasters).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -24,10 +24,13 @@ def test_readme_snippet_runs(index):
     exec(compile(code, f"README.md snippet {index}", "exec"), {})  # pylint: disable=exec-used
 
 
-def test_readme_names_the_ci_test_command():
+@pytest.mark.parametrize("command", [
+    'pip install -e ".[test]" && pytest -n 2',  # the newest stack
+    'pip install -c .ci/oldest.txt -e ".[test]"',  # the oldest stack
+])
+def test_readme_names_the_ci_test_commands(command):
   with open(README) as f:
     readme = f.read()
   with open(os.path.join(os.path.dirname(README), ".ci", "run")) as f:
     ci = f.read()
-  command = 'pip install -e ".[test]" && pytest'
   assert command in readme and command in ci

@@ -8,6 +8,7 @@ inputs sharded along a batch or a feature axis of a (2, 4) mesh, inside
 
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -93,7 +94,5 @@ def test_sharded_inputs_give_the_unsharded_numbers(name, mode):
   with jax.set_mesh(mesh):
     sharded = [jax.device_put(x, spec) for x, spec in zip(inputs, specs)]
     got = jax.jit(fn)(*sharded)
-  jax.tree.map(
-      lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b),
-                                              rtol=1e-5, atol=1e-6),
-      got, expected)
+  chex.assert_trees_all_equal_shapes_and_dtypes(got, expected)
+  chex.assert_trees_all_close(got, expected, rtol=1e-5, atol=1e-6)

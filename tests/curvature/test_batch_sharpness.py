@@ -85,10 +85,35 @@ def test_one_direction_problem_has_exact_sharpness():
 def test_chunked_map_equals_vmap():
   w, data = _problem()
   batches = _batches(data)
-  full = curvature.batch_sharpness(_loss, w, batches)
+  full = curvature.batch_sharpness(_loss, w, batches, chunk_size=None)
   chunked = curvature.batch_sharpness(_loss, w, batches, chunk_size=7)
   np.testing.assert_allclose(chunked.value, full.value, rtol=1e-6)
   np.testing.assert_allclose(chunked.stderr, full.stderr, rtol=1e-5)
+  # The default ("auto": chunks of 8 here) gives the vmapped numbers too.
+  auto = curvature.batch_sharpness(_loss, w, batches)
+  np.testing.assert_allclose(auto.value, full.value, rtol=1e-6)
+  np.testing.assert_allclose(auto.stderr, full.stderr, rtol=1e-5)
+  assert int(auto.num_draws) == int(full.num_draws) == 50
+
+
+def _scan_lengths(fn, *args):
+  """Lengths of the scans in ``fn``'s jaxpr (``lax.map`` chunks are one)."""
+  jaxpr = jax.make_jaxpr(fn)(*args)
+  return [e.params["length"] for e in jaxpr.eqns if e.primitive.name == "scan"]
+
+
+def test_auto_chunk_size_follows_the_draw_count_and_per_draw_bytes():
+  w, data = _problem()
+  bs = lambda w, b: curvature.batch_sharpness(_loss, w, b)
+  assert _scan_lengths(bs, w, _batches(data, num=50)) == [6]  # 6 chunks of 8
+  assert _scan_lengths(bs, w, _batches(data, num=8)) == []  # one vmap
+  # 16 MiB of params per draw: three draws fill a chunk's 64 MiB.
+  loss = lambda w, batch: _loss(w[:DIM], batch)
+  big = jax.ShapeDtypeStruct((4 * 2**20,), jnp.float32)
+  bs = lambda w, b: curvature.batch_sharpness(loss, w, b)
+  assert _scan_lengths(bs, big, _batches(data, num=50)) == [16]
+  huge = jax.ShapeDtypeStruct((64 * 2**20,), jnp.float32)
+  assert _scan_lengths(bs, huge, _batches(data, num=50)) == [50]
 
 
 def test_sharded_draws_give_the_single_device_value():

@@ -1,0 +1,145 @@
+r"""Batched shell rollouts of a byte GPT: cached decoding in ``lax.scan``.
+
+The policy is :class:`jaxpapers.models.Transformer`; :func:`decode` runs its
+layers on a chunk of new tokens against a key/value cache (the model's own
+call recomputes the whole prefix for every sampled token). :func:`sample`
+plays a batch of :class:`~jaxpapers.rl.shell.Tasks` in a ``lax.scan``
+over turns: the prompt goes in as one chunk; per turn, ``CMD``, then the
+command sampled token by token at ``temperature`` (it ends at its first
+``EOT``; the rest of the slot is ``PAD``), executed
+(:func:`jaxpapers.rl.shell.step`), and its observation fed back as one
+chunk. The transcript has the fixed layout of
+:class:`~jaxpapers.rl.shell.Layout`, so training takes it as it is.
+
+Example::
+
+  model = models.Transformer(config, rngs=nnx.Rngs(0))
+  out = sample(model, tasks, jax.random.key(1), layout, temperature=0.8)
+  out.tokens.shape == (batch, layout.length)
+"""
+
+from typing import NamedTuple
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+
+from jaxpapers import models
+from jaxpapers.rl import shell
+
+
+class Cache(NamedTuple):
+  """Keys and values per layer, ``[layers, B, L, H, K]`` each."""
+
+  keys: jax.Array
+  values: jax.Array
+
+
+def init_cache(model: models.Transformer, batch: int, length: int) -> Cache:
+  config = model.config
+  head_dim = config.d_model // config.num_heads
+  shape = (config.num_layers, batch, length, config.num_heads, head_dim)
+  return Cache(jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32))
+
+
+def decode(model: models.Transformer, cache: Cache, tokens_BxN: jax.Array,
+           start: jax.Array | int) -> tuple[jax.Array, Cache]:
+  """Logits after ``tokens_BxN`` placed at ``start ..``, ``[B, N, V]``, and the cache.
+
+  Equal (up to float rounding) to ``model(tokens)[0][:, start:start + N]``
+  when the cache holds the tokens before ``start``: one call prefills a
+  chunk of known tokens, ``N = 1`` decodes one. The model's FFNs must ignore
+  ``segment_ids`` (the dense default does).
+  """
+  batch, num_new = tokens_BxN.shape
+  length = cache.keys.shape[2]
+  positions_N = start + jnp.arange(num_new)
+  pos_embed_NxD = jax.lax.dynamic_slice_in_dim(model.pos_embed[...], start,
+                                               num_new)
+  x_BxNxD = model.embed(tokens_BxN) + pos_embed_NxD[None]
+  visible_NxL = jnp.arange(length)[None, :] <= positions_N[:, None]
+  keys, values = cache.keys, cache.values
+  for i, block in enumerate(model.blocks):
+    attn = block.attn
+    qkv = attn.qkv(block.attn_norm(x_BxNxD)).reshape(
+        batch, num_new, 3, attn.num_heads, attn.head_dim)
+    at = (i, 0, start, 0, 0)
+    keys = jax.lax.dynamic_update_slice(keys, qkv[None, :, :, 1], at)
+    values = jax.lax.dynamic_update_slice(values, qkv[None, :, :, 2], at)
+    scale = jnp.asarray(attn.head_dim ** -0.5, x_BxNxD.dtype)
+    logits_BxHxNxL = jnp.einsum("bnhk,blhk->bhnl", qkv[:, :, 0],
+                                keys[i]) * scale
+    logits_BxHxNxL = jnp.where(visible_NxL[None, None], logits_BxHxNxL,
+                               jnp.finfo(logits_BxHxNxL.dtype).min)
+    weights = jax.nn.softmax(logits_BxHxNxL, axis=-1)
+    y_BxNxHxK = jnp.einsum("bhnl,blhk->bnhk", weights, values[i])
+    x_BxNxD = x_BxNxD + attn.out(y_BxNxHxK.reshape(batch, num_new, -1))
+    y_BxNxD, _ = block.ffn(block.ffn_norm(x_BxNxD), None)
+    x_BxNxD = x_BxNxD + y_BxNxD
+  return model.embed.attend(model.final_norm(x_BxNxD)), Cache(keys, values)
+
+
+def sample(model: models.Transformer, tasks: shell.Tasks, key: jax.Array,
+           layout: shell.Layout, *, temperature: float | jax.Array
+           ) -> shell.Transcripts:
+  """Plays every task once with the policy sampling at ``temperature``.
+
+  Args:
+    model: the policy (its ``max_len`` must cover ``layout.length``).
+    tasks: ``B`` tasks.
+    key: PRNG key.
+    layout: the transcript layout.
+    temperature: softmax temperature (> 0; may be traced).
+
+  Returns:
+    the :class:`~jaxpapers.rl.shell.Transcripts` (tokens ``[B, L]``, spans,
+    final stores, verifier reward and success).
+  """
+  if model.config.max_len < layout.length:
+    raise ValueError(
+        f"model max_len={model.config.max_len} is shorter than the"
+        f" transcript length {layout.length}.")
+  if tasks.prompt.shape[1] != layout.prompt_len:
+    raise ValueError(f"tasks.prompt must be [B, {layout.prompt_len}]; got"
+                     f" {tasks.prompt.shape}.")
+  batch = tasks.prompt.shape[0]
+  _, cache = decode(model, init_cache(model, batch, layout.length),
+                    tasks.prompt, 0)
+  play = lambda carry, turn: _turn(model, carry, turn, key, layout,
+                                   temperature)
+  (_, final), per_turn = jax.lax.scan(play, (cache, tasks.initial),
+                                      jnp.arange(layout.num_turns))
+  return shell.transcripts_of(tasks, final, *per_turn, layout)
+
+
+def _turn(model, carry, turn, key, layout, temperature):
+  """``CMD``, one sampled command, its execution and its fed-back observation."""
+  cache, store = carry
+  batch = store.present.shape[0]
+  start = layout.command_start(turn)
+  logits, cache = decode(model, cache, jnp.full((batch, 1), shell.CMD),
+                         start - 1)
+
+  def sample_token(carry, inputs):
+    logits, cache, ended = carry
+    step_key, position = inputs
+    drawn = jax.random.categorical(step_key, logits / temperature)
+    token = jnp.where(ended, shell.PAD, drawn).astype(jnp.int32)
+    logits, cache = decode(model, cache, token[:, None], position)
+    return (logits[:, 0], cache, ended | (token == shell.EOT)), token
+
+  keys = jax.random.split(jax.random.fold_in(key, turn), layout.command_len)
+  positions = start + jnp.arange(layout.command_len)
+  (_, cache, _), command_CxB = jax.lax.scan(
+      sample_token, (logits[:, 0], cache, jnp.zeros(batch, jnp.bool_)),
+      (keys, positions))
+  store, command, obs, spans = shell.step(store, command_CxB.T, layout)
+  _, cache = decode(model, cache, jnp.concatenate(
+      [jnp.full((batch, 1), shell.OBS), obs], axis=1), start + layout.command_len)
+  return (cache, store), (command, obs, spans)
+
+
+def sample_split(graphdef: nnx.GraphDef, state: nnx.State, *args, **kwargs
+                 ) -> shell.Transcripts:
+  """:func:`sample` for a split model (``nnx.split``), e.g. under ``jit``/``vmap``."""
+  return sample(nnx.merge(graphdef, state), *args, **kwargs)

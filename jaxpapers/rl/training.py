@@ -1,0 +1,200 @@
+r"""One GRPO / ECHO update on the shell, a warm-start step and the evaluation.
+
+:func:`rl_step` is on-policy GRPO as ECHO trains it (Shrivastava et al.,
+2026): ``tasks_per_step`` tasks, ``group_size`` rollouts each at the
+sampling temperature (:func:`jaxpapers.rl.rollout.sample`), group-relative
+advantages, then **one** forward pass over the transcripts whose token
+log-probabilities feed both the PPO-clip term and ``lam`` times the
+environment cross-entropy (:func:`jaxpapers.rl.echo.echo_loss`); one
+optimizer update per batch (so the ratio is 1 and the old log-probs are the
+same values without gradient). ``world_model_only`` drops the action tokens:
+the update is the environment term alone, rewards unused.
+
+:func:`warm_start_step` is next-token pretraining on transcripts of a
+random-command policy (syntax and observations, never solutions: solved
+transcripts get zero weight). :func:`evaluate` gives held-out pass@1 and the
+environment cross-entropy of a fixed set of transcripts.
+
+All functions are pure (jit / vmap over runs); the model is an
+``nnx.split`` pair ``(graphdef, params)``.
+"""
+
+import dataclasses
+from typing import Any
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxpapers import models
+from jaxpapers.rl import echo
+from jaxpapers.rl import grpo
+from jaxpapers.rl import rollout
+from jaxpapers.rl import shell
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class RLConfig:
+  """Static settings of :func:`rl_step` (the paper's defaults), validated here."""
+
+  tasks_per_step: int = 8
+  group_size: int = 8
+  temperature: float = 0.8
+  clip_low: float = 0.2
+  clip_high: float = 0.2
+  mask_mode: str = "env_only"
+  std_normalize: bool = True
+
+  def __post_init__(self):
+    if self.tasks_per_step < 1:
+      raise ValueError(f"tasks_per_step must be >= 1; got {self.tasks_per_step}.")
+    if self.group_size < 2:
+      raise ValueError(f"group_size must be >= 2 (GRPO needs a group baseline);"
+                       f" got {self.group_size}.")
+    if not self.temperature > 0:
+      raise ValueError(f"temperature must be > 0; got {self.temperature}.")
+    if self.mask_mode not in echo.MASK_MODES:
+      raise ValueError(f"mask_mode must be one of {echo.MASK_MODES}; got"
+                       f" {self.mask_mode!r}.")
+
+
+def optimizer(learning_rate: float = 3e-4, warmup_steps: int = 20,
+              clip_norm: float = 0.2, weight_decay: float = 0.01
+              ) -> optax.GradientTransformation:
+  """Global-norm clipping then AdamW (0.9, 0.999) after a linear warm-up."""
+  return optax.chain(
+      optax.clip_by_global_norm(clip_norm),
+      optax.adamw(optax.warmup_constant_schedule(0.0, learning_rate,
+                                                 warmup_steps),
+                  b1=0.9, b2=0.999, weight_decay=weight_decay))
+
+
+def take(tasks: shell.Tasks, index: jax.Array) -> shell.Tasks:
+  return jax.tree.map(lambda x: x[index], tasks)
+
+
+def transcript_log_probs(graphdef: nnx.GraphDef, params: Any,
+                         tokens_BxL: jax.Array, temperature) -> jax.Array:
+  """One forward pass: log-probs of ``tokens[:, 1:]`` at ``temperature``, ``[B, L-1]``."""
+  logits, _ = nnx.merge(graphdef, params)(tokens_BxL[:, :-1])
+  return echo.token_log_probs(logits, tokens_BxL[:, 1:],
+                              temperature=temperature)
+
+
+def rl_loss(params, graphdef, transcripts: shell.Transcripts, advantages_B,
+            lam, world_model_only, layout: shell.Layout, config: RLConfig):
+  """ECHO's loss of sampled transcripts (``lam = 0``: GRPO alone)."""
+  log_probs = transcript_log_probs(graphdef, params, transcripts.tokens,
+                                   config.temperature)
+  masks = echo.shift_for_next_token(echo.echo_masks(
+      transcripts.spans, length=layout.length, mode=config.mask_mode))
+  batch = transcripts.tokens.shape[0]
+  masks = echo.world_model_only(
+      masks, jnp.broadcast_to(jnp.asarray(world_model_only), (batch,)))
+  return echo.echo_loss(log_probs, jax.lax.stop_gradient(log_probs),
+                        advantages_B, masks, lam=lam,
+                        clip_low=config.clip_low, clip_high=config.clip_high)
+
+
+def rl_step(graphdef: nnx.GraphDef, params: Any, opt_state: Any,
+            key: jax.Array, pool: shell.Tasks, lam: jax.Array,
+            world_model_only: jax.Array, tx: optax.GradientTransformation,
+            layout: shell.Layout, config: RLConfig):
+  """One on-policy update; returns ``(params, opt_state, metrics)``.
+
+  Args:
+    graphdef, params: the policy (``nnx.split``).
+    opt_state: ``tx``'s state.
+    key: this step's PRNG key (tasks and sampling).
+    pool: the training tasks to draw from.
+    lam: the environment-loss weight this step.
+    world_model_only: bool scalar: drop the policy term (verifier-free).
+    tx: the optimizer.
+    layout, config: static settings.
+  """
+  task_key, sample_key = jax.random.split(key)
+  num_pool = pool.prompt.shape[0]
+  chosen = jax.random.choice(task_key, num_pool, (config.tasks_per_step,),
+                             replace=num_pool < config.tasks_per_step)
+  group_ids = jnp.repeat(jnp.arange(config.tasks_per_step), config.group_size)
+  tasks = take(pool, chosen[group_ids])
+  transcripts = rollout.sample_split(
+      graphdef, jax.lax.stop_gradient(params), tasks, sample_key, layout,
+      temperature=config.temperature)
+  advantages = grpo.grpo_advantages(transcripts.reward, group_ids,
+                                    std_normalize=config.std_normalize)
+  (loss, aux), grads = jax.value_and_grad(rl_loss, has_aux=True)(
+      params, graphdef, transcripts, advantages, lam, world_model_only,
+      layout, config)
+  updates, opt_state = tx.update(grads, opt_state, params)
+  return optax.apply_updates(params, updates), opt_state, {
+      "loss": loss, **aux, "reward": jnp.mean(transcripts.reward),
+      "solved": jnp.mean(transcripts.solved.astype(jnp.float32))}
+
+
+def random_transcripts(key: jax.Array, pool: shell.Tasks, batch: int,
+                       layout: shell.Layout) -> shell.Transcripts:
+  """``batch`` transcripts of the random-command policy on tasks from ``pool``.
+
+  Each turn draws a command kind uniformly (``ls``, ``cat``, ``set``,
+  ``mv``, ``rm``, ``sum`` or malformed), then a command of that kind
+  uniformly (:func:`jaxpapers.rl.shell.command_table`).
+  """
+  table, kinds = shell.command_table(layout)
+  num_kinds = int(kinds.max()) + 1
+  first = jnp.asarray([list(kinds).index(k) for k in range(num_kinds)])
+  count = jnp.asarray([int((kinds == k).sum()) for k in range(num_kinds)])
+  task_key, kind_key, which_key = jax.random.split(key, 3)
+  shape = (batch, layout.num_turns)
+  kind = jax.random.randint(kind_key, shape, 0, num_kinds)
+  offset = jnp.floor(jax.random.uniform(which_key, shape) * count[kind])
+  command = first[kind] + offset.astype(jnp.int32)
+  tasks = take(pool, jax.random.randint(task_key, (batch,), 0,
+                                        pool.prompt.shape[0]))
+  return shell.scripted(tasks, jnp.asarray(table)[command], layout)
+
+
+def pretraining_mask(transcripts: shell.Transcripts, layout: shell.Layout):
+  """Next-token targets of warm start: action and body tokens of unsolved rows."""
+  masks = echo.shift_for_next_token(echo.echo_masks(
+      transcripts.spans, length=layout.length))
+  return (masks.action | masks.body) & ~transcripts.solved[:, None]
+
+
+def warm_start_step(graphdef, params, opt_state, key, pool: shell.Tasks,
+                    tx: optax.GradientTransformation, layout: shell.Layout,
+                    batch: int):
+  """One next-token step on random-command transcripts; ``(params, opt_state, loss)``."""
+  transcripts = random_transcripts(key, pool, batch, layout)
+  mask = pretraining_mask(transcripts, layout)
+
+  def loss_fn(params):
+    logits, _ = nnx.merge(graphdef, params)(transcripts.tokens[:, :-1])
+    return models.next_token_loss(logits, transcripts.tokens[:, 1:], mask)
+
+  loss, grads = jax.value_and_grad(loss_fn)(params)
+  updates, opt_state = tx.update(grads, opt_state, params)
+  return optax.apply_updates(params, updates), opt_state, loss
+
+
+def evaluate(graphdef, params, key, held_out: shell.Tasks,
+             probe: shell.Transcripts, layout: shell.Layout, *,
+             temperature: float, samples: int) -> dict[str, jax.Array]:
+  """Held-out pass@1 and environment cross-entropy (nats per token).
+
+  ``pass_at_1``: the mean success of ``samples`` rollouts per held-out task
+  at ``temperature``; ``env_ce``: :func:`jaxpapers.rl.echo.env_loss`
+  (``env_only``, temperature 1) of the fixed ``probe`` transcripts, the same
+  for every policy.
+  """
+  index = jnp.tile(jnp.arange(held_out.prompt.shape[0]), samples)
+  out = rollout.sample_split(graphdef, params, take(held_out, index), key,
+                             layout, temperature=temperature)
+  log_probs = transcript_log_probs(graphdef, params, probe.tokens, 1.0)
+  masks = echo.shift_for_next_token(echo.echo_masks(
+      probe.spans, length=layout.length))
+  return {"pass_at_1": jnp.mean(out.solved.astype(jnp.float32)),
+          "reward": jnp.mean(out.reward),
+          "env_ce": echo.env_loss(log_probs, masks)}

@@ -1,0 +1,311 @@
+r"""A heavy-decoder construction model for the TSP (LEHD-style), in flax nnx.
+
+The model builds a tour one city at a time. Cities are embedded linearly,
+:math:`E = X W_e + b_e \in \mathbb{R}^{N \times D}`, optionally refined by
+``encoder_layers`` layers (0 by default: decoder-only; 1 is LEHD's light
+encoder). Each construction step feeds the decoder the tokens
+
+.. math:: [E_{\mathrm{dest}} W_f,\; E_{\mathrm{cur}} W_c,\; E_u \;(u \in U)],
+
+with U the unvisited cities (other cities are masked out of attention), runs
+``decoder_layers`` layers of width D and scores each U-token linearly; a
+softmax over U gives the next city. Every layer has two sublayers with
+ReZero residuals and no normalisation, :math:`x \leftarrow x + a\,f(x)` with
+a learnable scalar :math:`a` starting at 0: multi-head attention (head width
+``head_width``; with ``gated=True`` its output is multiplied by
+:math:`\sigma(x W_g)`) and a feed-forward D -> 4D (ReLU) -> D. A decoder layer
+has :math:`12 D^2 + 9 D + 2` parameters (:math:`+ D^2` gated), so the
+decoder has :math:`\approx 12 D^2 L` (:func:`decoder_parameter_count`).
+
+Training is supervised from (near-)optimal tours on partial solutions
+(:func:`partial_paths`, :func:`imitation_loss`); decoding is greedy
+(:func:`greedy_tours`) or best-of-k sampling (:func:`sample_tours`), a
+``lax.scan`` over steps with a mask of visited cities, so that every output
+is a permutation.
+
+Source status: the embedding, the [destination, current, unvisited] tokens
+re-embedded at every step, the heavy decoder without normalisation and the
+supervised partial-solution scheme follow LEHD (Luo et al., 2023, Sec. 4 and
+its public code); the decoder-only default, ReZero and the depth/width grid
+follow the scaling study (Luo et al., 2026, abstract and a secondary
+summary). **Reconstruction** (ours): the gating form :math:`\sigma(x W_g)`,
+our restatement of LEHD's sampling of partial paths (``docs/routing.md``),
+and the scale (TSP10/20, D <= 128).
+
+References:
+  F. Luo, X. Lin, F. Liu, Q. Zhang, Z. Wang, `Neural combinatorial
+  optimization with heavy decoder: toward large scale generalization
+  <https://arxiv.org/abs/2310.07985>`_, NeurIPS 2023 (LEHD).
+  Q. Luo, F. Luo, K. Li, Z. Wang, `Efficient decoder scaling strategy for
+  neural routing solvers <https://arxiv.org/abs/2603.00430>`_, 2026.
+  T. Bachlechner et al., `ReZero is all you need
+  <https://arxiv.org/abs/2003.04887>`_, UAI 2021.
+"""
+
+import dataclasses
+from typing import NamedTuple
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.routing import tsp
+
+FF_MULTIPLE = 4
+# Tokens ahead of the cities: the destination and the current city.
+_CONTEXT_TOKENS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class HeavyDecoderConfig:
+  """Sizes of :class:`HeavyDecoder` (all static).
+
+  Attributes:
+    width: D, the embedding width (a multiple of ``head_width``).
+    decoder_layers: L, the decoder's depth (>= 1).
+    head_width: width of one attention head (heads = D / head_width).
+    encoder_layers: layers over all cities before decoding (0: decoder-only).
+    gated: multiply the attention output by a sigmoid gate.
+  """
+
+  width: int = 64
+  decoder_layers: int = 2
+  head_width: int = 16
+  encoder_layers: int = 0
+  gated: bool = False
+
+  def __post_init__(self):
+    for name, low in (("width", 1), ("decoder_layers", 1), ("head_width", 1),
+                      ("encoder_layers", 0)):
+      value = getattr(self, name)
+      if not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}; got {value!r}.")
+    if self.width % self.head_width:
+      raise ValueError(f"width={self.width} must be a multiple of"
+                       f" head_width={self.head_width}.")
+
+  @property
+  def num_heads(self) -> int:
+    return self.width // self.head_width
+
+
+class ReZeroLayer(nnx.Module):
+  """Attention then feed-forward, each as ``x + a * sublayer(x)`` with ``a = 0`` at init."""
+
+  def __init__(self, config: HeavyDecoderConfig, *, rngs: nnx.Rngs):
+    width = config.width
+    self.attention = nnx.MultiHeadAttention(config.num_heads, width,
+                                            decode=False, rngs=rngs)
+    self.gate = (nnx.Linear(width, width, use_bias=False, rngs=rngs)
+                 if config.gated else None)
+    self.up = nnx.Linear(width, FF_MULTIPLE * width, rngs=rngs)
+    self.down = nnx.Linear(FF_MULTIPLE * width, width, rngs=rngs)
+    self.attention_scale = nnx.Param(jnp.zeros((), jnp.float32))
+    self.ff_scale = nnx.Param(jnp.zeros((), jnp.float32))
+
+  def __call__(self, x_BxTxD: jax.Array, valid_BxT: jax.Array) -> jax.Array:
+    # Masked tokens are invisible as keys; their own rows are never read.
+    mask_Bx1x1xT = valid_BxT[:, None, None, :]
+    attended_BxTxD = self.attention(x_BxTxD, mask=mask_Bx1x1xT)
+    if self.gate is not None:
+      attended_BxTxD = attended_BxTxD * jax.nn.sigmoid(self.gate(x_BxTxD))
+    x_BxTxD = x_BxTxD + self.attention_scale[...] * attended_BxTxD
+    ff_BxTxD = self.down(jax.nn.relu(self.up(x_BxTxD)))
+    return x_BxTxD + self.ff_scale[...] * ff_BxTxD
+
+
+class HeavyDecoder(nnx.Module):
+  """``model(coords, destination, current, unvisited) -> logits_BxN`` over the next city.
+
+  Logits of cities outside ``unvisited`` are ``-inf``.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> from flax import nnx
+    >>> model = HeavyDecoder(HeavyDecoderConfig(width=32, decoder_layers=1),
+    ...                      rngs=nnx.Rngs(0))
+    >>> coords = tsp.random_instances(0, 2, 5)
+    >>> tours = greedy_tours(model, coords)
+    >>> sorted(tours[0].tolist())
+    [0, 1, 2, 3, 4]
+  """
+
+  def __init__(self, config: HeavyDecoderConfig, *, rngs: nnx.Rngs):
+    self.config = config
+    width = config.width
+    self.embedding = nnx.Linear(2, width, rngs=rngs)
+    self.encoder = nnx.List([ReZeroLayer(config, rngs=rngs)
+                             for _ in range(config.encoder_layers)])
+    self.destination = nnx.Linear(width, width, rngs=rngs)
+    self.current = nnx.Linear(width, width, rngs=rngs)
+    self.decoder = nnx.List([ReZeroLayer(config, rngs=rngs)
+                             for _ in range(config.decoder_layers)])
+    self.score = nnx.Linear(width, 1, rngs=rngs)
+
+  def embed(self, coords_BxNx2: jax.Array) -> jax.Array:
+    """City embeddings ``E_BxNxD`` (once per instance; the encoder sees every city)."""
+    tsp.check_coords(coords_BxNx2)
+    e_BxNxD = self.embedding(coords_BxNx2)
+    every_BxN = jnp.ones(e_BxNxD.shape[:2], jnp.bool_)
+    for layer in self.encoder:
+      e_BxNxD = layer(e_BxNxD, every_BxN)
+    return e_BxNxD
+
+  def step_logits(self, e_BxNxD: jax.Array, destination_B: jax.Array,
+                  current_B: jax.Array, unvisited_BxN: jax.Array) -> jax.Array:
+    """One construction step's logits over the cities, ``-inf`` off ``unvisited``."""
+    take = lambda city_B: jnp.take_along_axis(
+        e_BxNxD, city_B[:, None, None], axis=1)
+    tokens_BxTxD = jnp.concatenate(
+        [self.destination(take(destination_B)), self.current(take(current_B)),
+         e_BxNxD], axis=1)
+    context_BxC = jnp.ones((unvisited_BxN.shape[0], _CONTEXT_TOKENS), jnp.bool_)
+    valid_BxT = jnp.concatenate([context_BxC, unvisited_BxN], axis=1)
+    for layer in self.decoder:
+      tokens_BxTxD = layer(tokens_BxTxD, valid_BxT)
+    scores_BxN = self.score(tokens_BxTxD[:, _CONTEXT_TOKENS:])[..., 0]
+    return jnp.where(unvisited_BxN, scores_BxN, -jnp.inf)
+
+  def __call__(self, coords_BxNx2, destination_B, current_B, unvisited_BxN):
+    return self.step_logits(self.embed(coords_BxNx2), destination_B, current_B,
+                            unvisited_BxN)
+
+
+def layer_parameter_count(width: int, gated: bool = False) -> int:
+  """Parameters of one :class:`ReZeroLayer`: ``12 D^2 + 9 D + 2`` (``+ D^2`` gated).
+
+  Attention: q, k, v and output projections with biases (4D^2 + 4D); the
+  feed-forward D -> 4D -> D (8D^2 + 5D); two ReZero scalars.
+  """
+  return 12 * width ** 2 + 9 * width + 2 + (width ** 2 if gated else 0)
+
+
+def decoder_parameter_count(config: HeavyDecoderConfig) -> int:
+  """Parameters of the decoder's layers, ``L * layer_parameter_count(D)`` (~ 12 D^2 L)."""
+  return config.decoder_layers * layer_parameter_count(config.width,
+                                                       config.gated)
+
+
+def parameter_count(model: nnx.Module) -> int:
+  """Every parameter of ``model`` (the embedding, W_f, W_c and the score head too)."""
+  return sum(int(np.prod(p.shape))
+             for p in jax.tree.leaves(nnx.state(model, nnx.Param)))
+
+
+def greedy_tours(model: HeavyDecoder, coords_BxNx2: jax.Array) -> jax.Array:
+  """Greedy construction from city 0 back to city 0: ``[B, N]`` int32 permutations."""
+  return _construct(model, coords_BxNx2, None, 1.0)
+
+
+def sample_tours(model: HeavyDecoder, coords_BxNx2: jax.Array, key: jax.Array,
+                 *, num_samples: int, temperature: float = 1.0) -> jax.Array:
+  """The shortest of ``num_samples`` tours sampled from the model's softmax.
+
+  Each step draws the next city from ``softmax(logits / temperature)`` over
+  the unvisited cities; returns ``[B, N]`` int32 permutations.
+  """
+  if num_samples < 1:
+    raise ValueError(f"num_samples must be >= 1; got {num_samples}.")
+  if not temperature > 0:
+    raise ValueError(f"temperature must be > 0; got {temperature}.")
+  batch = np.shape(coords_BxNx2)[0]
+  coords_SBxNx2 = jnp.tile(coords_BxNx2, (num_samples, 1, 1))
+  tours_SBxN = _construct(model, coords_SBxNx2, key, temperature)
+  lengths_SxB = tsp.tour_length(coords_SBxNx2, tours_SBxN).reshape(
+      num_samples, batch)
+  best_B = jnp.argmin(lengths_SxB, axis=0)
+  tours_SxBxN = tours_SBxN.reshape(num_samples, batch, -1)
+  return jnp.take_along_axis(tours_SxBxN, best_B[None, :, None], axis=0)[0]
+
+
+def _construct(model, coords_BxNx2, key, temperature):
+  tsp.check_coords(coords_BxNx2)
+  batch, n = np.shape(coords_BxNx2)[:2]
+  e_BxNxD = model.embed(coords_BxNx2)
+  start_B = jnp.zeros((batch,), jnp.int32)
+  cities_N = jnp.arange(n, dtype=jnp.int32)
+  keys = (jnp.zeros((n - 1,), jnp.uint32) if key is None
+          else jax.random.split(key, n - 1))
+
+  def step(carry, step_key):
+    current_B, unvisited_BxN = carry
+    logits_BxN = model.step_logits(e_BxNxD, start_B, current_B, unvisited_BxN)
+    if key is None:
+      next_B = jnp.argmax(logits_BxN, axis=-1).astype(jnp.int32)
+    else:
+      next_B = jax.random.categorical(
+          step_key, logits_BxN / temperature, axis=-1).astype(jnp.int32)
+    unvisited_BxN = unvisited_BxN & (cities_N[None, :] != next_B[:, None])
+    return (next_B, unvisited_BxN), next_B
+
+  unvisited_BxN = jnp.broadcast_to(cities_N[None, :] != 0, (batch, n))
+  _, visited_SxB = jax.lax.scan(step, (start_B, unvisited_BxN), keys)
+  return jnp.concatenate([start_B[:, None], visited_SxB.T], axis=1)
+
+
+class PartialPaths(NamedTuple):
+  """Training examples: complete a path ``current -> unvisited -> destination``.
+
+  Attributes:
+    destination_B: the path's last city.
+    current_B: its first city.
+    unvisited_BxN: the cities strictly between (the candidates).
+    target_B: the label, the path's second city.
+  """
+
+  destination_B: jax.Array
+  current_B: jax.Array
+  unvisited_BxN: jax.Array
+  target_B: jax.Array
+
+
+def partial_paths(key: jax.Array, tours_BxN: jax.Array,
+                  min_length: int = 4) -> PartialPaths:
+  r"""Random sub-paths of (near-)optimal tours, LEHD's supervised examples (our restatement).
+
+  Per tour: a random start position and direction, then the path
+  :math:`v_0 .. v_{\ell-1}` of the next :math:`\ell \sim U\{m, N+1\}`
+  positions (cyclically; :math:`\ell = N+1` closes the tour, so that
+  destination = current as in the first decoding step). Cities off the
+  path do not exist for the example: an optimal tour's sub-path is an
+  optimal path through its own cities, so :math:`v_1` is the label.
+
+  Args:
+    key: PRNG key.
+    tours_BxN: tours (permutations).
+    min_length: m, the shortest path drawn (>= 3: one candidate at least).
+  """
+  tsp.check_num_cities(np.shape(tours_BxN)[-1], "tours.shape[1]")
+  tsp.check_tours(tours_BxN, np.shape(tours_BxN)[-1], "tours")
+  batch, n = np.shape(tours_BxN)
+  if not 3 <= min_length <= n + 1:
+    raise ValueError(f"min_length must be in [3, {n + 1}]; got {min_length}.")
+  start_key, direction_key, length_key = jax.random.split(key, 3)
+  start_B = jax.random.randint(start_key, (batch,), 0, n)
+  direction_B = 2 * jax.random.bernoulli(direction_key, shape=(batch,)).astype(
+      jnp.int32) - 1
+  length_B = jax.random.randint(length_key, (batch,), min_length, n + 2)
+  steps_K = jnp.arange(n + 1)
+  positions_BxK = (start_B[:, None] + direction_B[:, None] * steps_K[None]) % n
+  path_BxK = jnp.take_along_axis(tours_BxN, positions_BxK, axis=1)
+  between_BxK = (steps_K[None] >= 1) & (steps_K[None] <= length_B[:, None] - 2)
+  unvisited_BxN = jnp.any(
+      (path_BxK[:, :, None] == jnp.arange(n)[None, None, :])
+      & between_BxK[:, :, None], axis=1)
+  destination_B = jnp.take_along_axis(path_BxK, length_B[:, None] - 1,
+                                      axis=1)[:, 0]
+  return PartialPaths(destination_B.astype(jnp.int32),
+                      path_BxK[:, 0].astype(jnp.int32), unvisited_BxN,
+                      path_BxK[:, 1].astype(jnp.int32))
+
+
+def imitation_loss(model: HeavyDecoder, coords_BxNx2: jax.Array,
+                   paths: PartialPaths) -> jax.Array:
+  """Mean cross-entropy of ``paths.target`` under the model's next-city softmax."""
+  logits_BxN = model(coords_BxNx2, paths.destination_B, paths.current_B,
+                     paths.unvisited_BxN)
+  log_probs_BxN = jax.nn.log_softmax(logits_BxN, axis=-1)
+  picked_B = jnp.take_along_axis(log_probs_BxN, paths.target_B[:, None],
+                                 axis=1)[:, 0]
+  return -jnp.mean(picked_B)

@@ -1,0 +1,95 @@
+"""The ECHO experiment: summaries, claim checks, validation and the smoke run."""
+
+import numpy as np
+import pytest
+
+from experiments import echo
+from experiments import testing
+from experiments.configs import echo as echo_config
+
+
+def _records(curves):
+  """Metrics records from ``curves[run] = [(pass, ce, reward) per eval]``."""
+  steps = range(len(next(iter(curves))))
+  return [{"step": 10 * s,
+           "pass_at_1": [c[s][0] for c in curves],
+           "env_ce": [c[s][1] for c in curves],
+           "reward": [c[s][2] for c in curves]} for s in steps]
+
+
+def _config(variants):
+  config = echo_config.get_config()
+  config.seeds = (0, 1)
+  config.variants = variants
+  config.eval.final_points = 1
+  return config
+
+
+def test_summary_and_checks_follow_the_numbers():
+  variants = ("grpo", "echo_0.05", "world_model_only")
+  config = _config(variants)
+  runs = [(v, s) for v in variants for s in config.seeds]
+  curves = [
+      [(0.1, 2.0, 0.5), (0.3, 1.9, 0.6), (0.2, 1.8, 0.6)],  # grpo seed 0
+      [(0.1, 2.0, 0.5), (0.2, 1.9, 0.6), (0.3, 1.8, 0.6)],  # grpo seed 1
+      [(0.1, 2.0, 0.5), (0.3, 1.5, 0.6), (0.5, 1.2, 0.7)],  # echo seed 0
+      [(0.1, 2.0, 0.5), (0.4, 1.5, 0.6), (0.6, 1.1, 0.7)],  # echo seed 1
+      [(0.1, 2.0, 0.5), (0.1, 1.6, 0.5), (0.1, 1.4, 0.5)],  # world model 0
+      [(0.1, 2.0, 0.5), (0.1, 1.7, 0.5), (0.1, 1.5, 0.5)],  # world model 1
+  ]
+  summary = echo.summarize(config, runs, _records(curves))
+  assert summary["grpo"]["pass_at_1_per_seed"] == [0.2, 0.3]
+  np.testing.assert_allclose(summary["echo_0.05"]["env_ce_curve"],
+                             [2.0, 1.5, 1.15])
+  # GRPO's mean curve peaks at 0.25 (step 10 and 20); ECHO reaches it at 10.
+  assert summary["grpo_peak"] == {"pass_at_1": 0.25, "step": 10}
+  assert summary["echo_0.05"]["steps_to_grpo_peak"] == 10
+  assert summary["world_model_only"]["steps_to_grpo_peak"] is None
+  checks = {c["id"]: c for c in echo.evaluate_claim(summary)}
+  assert checks["echo_0.05_raises_pass_at_1"]["passed"] is True
+  assert checks["echo_0.05_lowers_env_ce"]["passed"] is True
+  assert checks["world_model_only_raises_pass_at_1"]["passed"] is False
+  assert checks["world_model_only_lowers_env_ce"]["passed"] is True
+  # Reached at step 10, as GRPO did: not sooner.
+  assert checks["echo_0.05_reaches_grpo_peak_sooner"]["passed"] is False
+
+
+def test_a_difference_inside_two_standard_errors_is_inconclusive():
+  assert echo._verdict(0.05, 0.04, higher_is_better=True) is None  # pylint: disable=protected-access
+  assert echo._verdict(0.05, 0.01, higher_is_better=True) is True  # pylint: disable=protected-access
+  assert echo._verdict(0.05, 0.01, higher_is_better=False) is False  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("field,value", [("variants", ("grpo", "ppo")),
+                                         ("rl.steps", 7),
+                                         ("rl.lambda_schedule", "cosine")])
+def test_validate_rejects_configs_it_cannot_run(field, value):
+  config = echo_config.get_config("smoke")
+  echo.validate(config)
+  section, _, name = field.rpartition(".")
+  (config[section] if section else config)[name] = value
+  with pytest.raises(ValueError, match=name.split(".")[-1]):
+    echo.validate(config)
+
+
+@pytest.mark.slow
+def test_smoke_config_writes_report_and_figure(tmp_path):
+  report = testing.run_smoke("echo", tmp_path)
+  run_data = report["run_data"]
+  assert run_data["figures"] == ["pass_and_env_ce.png"]
+  summary = run_data["summary"]
+  assert set(summary) == {"grpo", "echo_0.05", "world_model_only", "grpo_peak"}
+  for variant in ("grpo", "echo_0.05", "world_model_only"):
+    assert summary[variant]["steps"] == [0, 2, 4]
+    assert all(0 <= p <= 1 for p in summary[variant]["pass_at_1_curve"])
+    assert all(np.isfinite(summary[variant]["env_ce_curve"]))
+  # Every run starts from the same warm start: identical step-0 numbers.
+  assert len({summary[v]["env_ce_curve"][0] for v in
+              ("grpo", "echo_0.05", "world_model_only")}) == 1
+  losses = run_data["warm_start_loss"]
+  assert losses[-1] < losses[0]
+  checks = {c["id"] for c in run_data["checks"]}
+  assert checks == {"echo_0.05_raises_pass_at_1", "echo_0.05_lowers_env_ce",
+                    "world_model_only_raises_pass_at_1",
+                    "world_model_only_lowers_env_ce",
+                    "echo_0.05_reaches_grpo_peak_sooner"}
