@@ -12,6 +12,8 @@ TINY = ["--config", "experiments/configs/eoss.py:smoke",
         "--config.num_steps=400", "--config.full_batch_num_steps=200"]
 
 
+# A whole binary run end to end (minutes): in the slow suite, which CI runs too.
+@pytest.mark.slow
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   # Step 150 is past the step-100 checkpoint.
   testing.assert_resume_matches(

@@ -21,6 +21,9 @@ TINY = ["--config", "experiments/configs/eoss.py:smoke",
         "--config.num_steps=400", "--config.full_batch_num_steps=200"]
 RUN = "lr0.25_b16_seed0"
 
+# Each test reruns a real binary (minutes in all): the slow suite, which CI runs too.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):

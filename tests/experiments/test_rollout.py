@@ -21,6 +21,8 @@ def _run(workdir, *extra):
   return testing.run("rollout", [*TINY, *extra], workdir)
 
 
+# A whole binary run end to end (minutes): in the slow suite, which CI runs too.
+@pytest.mark.slow
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   # Step 75 is past the step-50 checkpoint.
   straight, _ = testing.assert_resume_matches(

@@ -1,5 +1,6 @@
 """The saddle binary: two processes give the single-process numbers; claims."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -58,6 +59,8 @@ def _assert_same_numbers(got, expected):
                                [r["residual"] for r in ref_records], rtol=1e-9)
 
 
+# A whole binary run end to end (minutes): in the slow suite, which CI runs too.
+@pytest.mark.slow
 def test_two_processes_give_the_single_process_numbers(tmp_path):
   port = _free_port()
   two = tmp_path / "two_processes"
@@ -67,23 +70,26 @@ def test_two_processes_give_the_single_process_numbers(tmp_path):
              "experiments/configs/saddle.py:smoke", *_flags(TINY),
              f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
              "--workdir", str(two)]
-  procs = [subprocess.Popen(command + [f"--process_id={i}"], cwd=testing.ROOT,
-                            env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True) for i in range(2)]
-  # Meanwhile, the reference: one process, all players on one device.
-  config = saddle_config.get_config("smoke")
-  config.update(TINY)
-  config.execution = "single"
-  single = tmp_path / "single"
-  workdir = harness.Workdir(str(single), config, "saddle")
-  try:
-    saddle_experiment.main(config, workdir)
-  finally:
-    workdir.close()
-  for proc in procs:
-    _, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stderr[-3000:]
+  # The context closes the children's pipes and waits for them even when the
+  # reference run below fails.
+  with contextlib.ExitStack() as children:
+    procs = [children.enter_context(subprocess.Popen(
+        command + [f"--process_id={i}"], cwd=testing.ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+             for i in range(2)]
+    # Meanwhile, the reference: one process, all players on one device.
+    config = saddle_config.get_config("smoke")
+    config.update(TINY)
+    config.execution = "single"
+    single = tmp_path / "single"
+    workdir = harness.Workdir(str(single), config, "saddle")
+    try:
+      saddle_experiment.main(config, workdir)
+    finally:
+      workdir.close()
+    for proc in procs:
+      _, stderr = proc.communicate(timeout=600)
+      assert proc.returncode == 0, stderr[-3000:]
   got, expected = _read(two), _read(single)
   platform = got[0]["run_data"]["platform"]
   assert (platform["process_count"], platform["device_count"]) == (2, 2)

@@ -9,6 +9,7 @@ params on a (2, 4) mesh of the 8 test devices.
 import contextlib
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -130,8 +131,8 @@ def test_converges_on_a_mixed_vector_and_matrix_target(name):
 
   run = jax.jit(lambda p: jax.lax.scan(step, (p, tx.init(p)), length=NUM_STEPS)[0])
   params, state = run(params)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=3e-2),
-               _eval_params(name, params, state), final)
+  chex.assert_trees_all_close(_eval_params(name, params, state), final,
+                              atol=3e-2)
 
 
 @pytest.mark.parametrize("name", CORE)
@@ -149,9 +150,8 @@ def test_inject_hyperparams_traces_numeric_hyperparameters(name):
   for _ in range(3):  # past ema_nesterov's warm-up and soap's first refresh
     u_plain, s_plain = jax.jit(plain.update)(grads, s_plain, params)
     u_inject, s_inject = jax.jit(injected.update)(grads, s_inject, params)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5,
-                                                         atol=1e-7),
-                 (u_inject, s_inject.inner_state), (u_plain, s_plain))
+    chex.assert_trees_all_close((u_inject, s_inject.inner_state),
+                                (u_plain, s_plain), rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("name", CORE)
@@ -169,8 +169,7 @@ def test_updates_keep_the_params_dtype_and_state_types_are_stable(name, dtype):
                         lambda: (grads, state))
 
   updates, new_state = maybe_update(state, True)
-  assert jax.tree.map(lambda u: u.dtype, updates) == jax.tree.map(
-      lambda p: p.dtype, params)
+  chex.assert_trees_all_equal_shapes_and_dtypes(updates, params)
   assert jax.tree.map(jax.typeof, new_state) == jax.tree.map(jax.typeof, state)
 
 
@@ -189,8 +188,7 @@ def test_multi_steps_averages_micro_batches(name):
   single = _make(name)
   expected, _ = single.update(jax.tree.map(lambda g: 2.0 * g, g1),
                               single.init(params), params)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5),
-               second, expected)
+  chex.assert_trees_all_close(second, expected, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", CORE)
@@ -206,8 +204,7 @@ def test_apply_if_finite_skips_a_nan_step(name):
   updates, _ = jax.jit(guarded.update)(grads, state, params)
   plain = _make(name)
   expected, _ = plain.update(grads, plain.init(params), params)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
-               updates, expected)
+  chex.assert_trees_all_close(updates, expected, rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", CORE)
@@ -258,5 +255,4 @@ def _check_auto_mesh_shardings(name, specs):
   assert spec_of(optax.tree.get(state, "m")) == specs
   assert spec_of(updates) == specs
   expected, _ = tx.update(grads_of(host), tx.init(host), host)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
-               updates, expected)
+  chex.assert_trees_all_close(updates, expected, rtol=1e-6)
