@@ -18,6 +18,8 @@ from jaxpapers import amr
 from jaxpapers import graph
 from jaxpapers import losses
 from jaxpapers import moe
+from jaxpapers import rl
+from jaxpapers import routing
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -26,6 +28,7 @@ _LOGITS = _f32(4, 8, 8)
 _SEGMENTS = jnp.asarray(np.repeat(np.arange(4), 2)[None].repeat(4, 0), jnp.int32)
 _EXPERTS = jnp.asarray(_rng.integers(0, 8, (4, 8, 2)), jnp.int32)
 _FIELDS = jnp.zeros((4, 32, 32)).at[:, 5, 9].set(1.0).at[1, 20, 3].set(2.0)
+_TOURS = jnp.asarray(np.stack([_rng.permutation(10) for _ in range(8)]), jnp.int32)
 _GRAPH = graph.make_graph(np.eye(8, dtype=np.float32), np.arange(7),
                           np.arange(1, 8))
 
@@ -77,6 +80,18 @@ CASES = {
         (jax.P(None, "model"),)),
     "amr.build_quadtree+tokenize": (_quadtree_tokens_per_shard, (_FIELDS,),
                                     (jax.P("data"),)),
+    "rl.grpo_advantages": (
+        rl.grpo_advantages, (_f32(16), jnp.repeat(jnp.arange(4), 4)),
+        (jax.P("data"), jax.P("data"))),
+    "rl.ppo_clip_loss": (
+        lambda lp, old, adv, mask: rl.ppo_clip_loss(lp, old, adv, mask)[0],
+        (-jnp.abs(_f32(8, 8)), -jnp.abs(_f32(8, 8)), _f32(8),
+         jnp.asarray(_rng.random((8, 8)) < 0.5, jnp.float32)),
+        (jax.P("data", "model"), jax.P("data", "model"), jax.P("data"),
+         jax.P("data", "model"))),
+    "routing.tour_length": (
+        routing.tour_length, (jnp.abs(_f32(8, 10, 2)), _TOURS),
+        (jax.P("data"), jax.P("data"))),
     "amr.rope_3d": (
         lambda x, c: amr.rope_3d(x, c, dims=(2, 2, 2), scales=(8.0, 8.0, 1.0)),
         (_f32(4, 16, 2, 8), jnp.abs(_f32(4, 16, 3))),

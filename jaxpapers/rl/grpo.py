@@ -30,6 +30,8 @@ References:
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
+
 STD_EPSILON = 1e-6
 
 
@@ -66,6 +68,9 @@ def grpo_advantages(rewards: jax.Array, group_ids: jax.Array, *,
   check_same_shape(rewards=rewards, group_ids=group_ids)
   if not jnp.issubdtype(group_ids.dtype, jnp.integer):
     raise TypeError(f"group_ids must be integers; got {group_ids.dtype}.")
+  # The [N, N] same-group matrix has no sharding of its own under Explicit
+  # mesh axes: work on replicated copies, then give back the rewards' sharding.
+  (rewards, group_ids), restore = tree.gather_explicit((rewards, group_ids))
   rewards = rewards.astype(jnp.float32)
   same_NxN = (group_ids[:, None] == group_ids[None, :]).astype(jnp.float32)
   size_N = jnp.sum(same_NxN, axis=1)
@@ -75,7 +80,8 @@ def grpo_advantages(rewards: jax.Array, group_ids: jax.Array, *,
     squares_N = same_NxN @ (rewards ** 2) - size_N * mean_N ** 2
     variance_N = jnp.maximum(squares_N, 0.0) / jnp.maximum(size_N - 1.0, 1.0)
     centred_N = centred_N / (jnp.sqrt(variance_N) + STD_EPSILON)
-  return jnp.where(size_N > 1, centred_N, 0.0)
+  advantages_N = jnp.where(size_N > 1, centred_N, 0.0)
+  return restore((advantages_N, group_ids))[0]
 
 
 def sequence_mean(per_token_BxL: jax.Array, mask_BxL: jax.Array) -> jax.Array:
