@@ -36,6 +36,7 @@ class Cache(NamedTuple):
 
 
 def init_cache(model: models.Transformer, batch: int, length: int) -> Cache:
+  """An all-zero :class:`Cache` of ``length`` positions for ``batch`` rows of ``model``."""
   config = model.config
   head_dim = config.d_model // config.num_heads
   shape = (config.num_layers, batch, length, config.num_heads, head_dim)

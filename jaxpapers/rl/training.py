@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxpapers import models
+from jaxpapers.data import sampling
 from jaxpapers.rl import echo
 from jaxpapers.rl import grpo
 from jaxpapers.rl import rollout
@@ -69,10 +70,6 @@ def optimizer(learning_rate: float = 3e-4, warmup_steps: int = 20,
       optax.adamw(optax.warmup_constant_schedule(0.0, learning_rate,
                                                  warmup_steps),
                   b1=0.9, b2=0.999, weight_decay=weight_decay))
-
-
-def take(tasks: shell.Tasks, index: jax.Array) -> shell.Tasks:
-  return jax.tree.map(lambda x: x[index], tasks)
 
 
 def transcript_log_probs(graphdef: nnx.GraphDef, params: Any,
@@ -119,7 +116,7 @@ def rl_step(graphdef: nnx.GraphDef, params: Any, opt_state: Any,
   chosen = jax.random.choice(task_key, num_pool, (config.tasks_per_step,),
                              replace=num_pool < config.tasks_per_step)
   group_ids = jnp.repeat(jnp.arange(config.tasks_per_step), config.group_size)
-  tasks = take(pool, chosen[group_ids])
+  tasks = sampling.take(pool, chosen[group_ids])
   transcripts = rollout.sample_split(
       graphdef, jax.lax.stop_gradient(params), tasks, sample_key, layout,
       temperature=config.temperature)
@@ -151,7 +148,7 @@ def random_transcripts(key: jax.Array, pool: shell.Tasks, batch: int,
   kind = jax.random.randint(kind_key, shape, 0, num_kinds)
   offset = jnp.floor(jax.random.uniform(which_key, shape) * count[kind])
   command = first[kind] + offset.astype(jnp.int32)
-  tasks = take(pool, jax.random.randint(task_key, (batch,), 0,
+  tasks = sampling.take(pool, jax.random.randint(task_key, (batch,), 0,
                                         pool.prompt.shape[0]))
   return shell.scripted(tasks, jnp.asarray(table)[command], layout)
 
@@ -190,7 +187,7 @@ def evaluate(graphdef, params, key, held_out: shell.Tasks,
   for every policy.
   """
   index = jnp.tile(jnp.arange(held_out.prompt.shape[0]), samples)
-  out = rollout.sample_split(graphdef, params, take(held_out, index), key,
+  out = rollout.sample_split(graphdef, params, sampling.take(held_out, index), key,
                              layout, temperature=temperature)
   log_probs = transcript_log_probs(graphdef, params, probe.tokens, 1.0)
   masks = echo.shift_for_next_token(echo.echo_masks(

@@ -37,6 +37,7 @@ from jaxpapers.routing import tsp
 
 
 class TrainState(NamedTuple):
+  """What :func:`train_steps` carries: the model's parameters and the optax state."""
   params: Any  # nnx.State of the model's nnx.Param leaves
   opt_state: optax.OptState
 
