@@ -193,19 +193,6 @@ def summarize(config, runs, records) -> dict[str, Any]:
   return summary
 
 
-def _paired(ours, theirs):
-  """Mean and s.e. of the per-seed differences ``ours - theirs``."""
-  return harness.mean_se(np.asarray(ours) - np.asarray(theirs))
-
-
-def _verdict(mean, se, higher_is_better):
-  """PASS when the mean difference clears 2 s.e. in the claimed direction."""
-  sign = 1.0 if higher_is_better else -1.0
-  if sign * mean <= 0:
-    return False
-  return True if se is None or sign * mean > 2 * se else None
-
-
 def evaluate_claim(summary) -> list[dict[str, Any]]:
   checks = []
   if "grpo" not in summary:
@@ -216,26 +203,26 @@ def evaluate_claim(summary) -> list[dict[str, Any]]:
       continue
     for metric, higher, word in (("pass_at_1", True, "raises"),
                                  ("env_ce", False, "lowers")):
-      mean, se = _paired(summary[variant][metric + "_per_seed"],
-                         grpo[metric + "_per_seed"])
+      mean, se = harness.paired_difference(
+          summary[variant][metric + "_per_seed"], grpo[metric + "_per_seed"])
       checks.append(harness.check(
           f"{variant}_{word}_{metric}",
           f"lambda = {variant.split('_')[1]} {word} final {metric} vs GRPO"
           " (paired over seeds, by > 2 s.e.)",
-          _verdict(mean, se, higher),
+          harness.effect_verdict(mean if higher else -mean, se),
           f"{summary[variant][metric]:.3f} vs {grpo[metric]:.3f}:"
           f" difference {mean:+.3f}" + (f" +- {se:.3f}" if se else "")))
   if "world_model_only" in summary:
     out = summary["world_model_only"]
     for metric, higher, word in (("pass_at_1", True, "raises"),
                                  ("env_ce", False, "lowers")):
-      mean, se = _paired(out[metric + "_per_seed"],
-                         out[metric + "_initial_per_seed"])
+      mean, se = harness.paired_difference(
+          out[metric + "_per_seed"], out[metric + "_initial_per_seed"])
       checks.append(harness.check(
           f"world_model_only_{word}_{metric}",
           f"world_model_only (no verifier) {word} {metric} over its warm"
           " start (paired over seeds, by > 2 s.e.)",
-          _verdict(mean, se, higher),
+          harness.effect_verdict(mean if higher else -mean, se),
           f"{np.mean(out[metric + '_initial_per_seed']):.3f} ->"
           f" {out[metric]:.3f}: difference {mean:+.3f}"
           + (f" +- {se:.3f}" if se else "")))

@@ -140,16 +140,12 @@ def summarize(records_by_seed, model_config, num_params) -> dict[str, Any]:
   return out
 
 
-def _verdict(lower, higher):
-  """True when ``lower``'s gap is below ``higher``'s by more than one s.e. of
-  the difference, False when above by more, None in between."""
+def _gap_difference(lower, higher):
+  """``higher``'s gap minus ``lower``'s, and the s.e. of that difference
+  (the two models' seed spreads combined)."""
   difference = higher["greedy_gap"] - lower["greedy_gap"]
   se = math.hypot(lower["greedy_gap_se"] or 0.0, higher["greedy_gap_se"] or 0.0)
-  if difference > se:
-    return True, difference, se
-  if difference < -se:
-    return False, difference, se
-  return None, difference, se
+  return difference, se
 
 
 def deeper_first(pair, summary) -> tuple[str, str]:
@@ -165,11 +161,12 @@ def evaluate_claim(summary, baselines, matched_pairs, depth_width
   for pair in matched_pairs:
     deep, wide = deeper_first(pair, summary)
     d, w = summary[deep], summary[wide]
-    passed, difference, se = _verdict(d, w)
+    difference, se = _gap_difference(d, w)
     checks.append(harness.check(
         f"params_{deep}_vs_{wide}",
         f"the deeper {deep} ({d['parameters']:,} params) reaches a lower"
-        f" greedy gap than the wider {wide} ({w['parameters']:,})", passed,
+        f" greedy gap than the wider {wide} ({w['parameters']:,}), by > 2 s.e.",
+        harness.effect_verdict(difference, se),
         f"gap {d['greedy_gap']:.2f}% vs {w['greedy_gap']:.2f}% (difference"
         f" {difference:+.2f} pp, s.e. {se:.2f} pp over seeds)"))
     # Both curves log-interpolated at the smaller of the two FLOP budgets.

@@ -16,7 +16,7 @@ the harness owns the rest::
 See :mod:`experiments.harness.cli` (flags, help, the final line),
 :mod:`experiments.harness.workdir` (integrity, the training loop, cached
 stages), :mod:`experiments.harness.report` (checks, results, the report)
-and :mod:`experiments.harness.stats` (mean +- s.e., timing ratios).
+and :mod:`experiments.harness.stats` (mean +- s.e., the verdict on an effect, timing ratios).
 """
 
 from experiments.harness.cli import default_workdir
@@ -31,9 +31,11 @@ from experiments.harness.report import result
 from experiments.harness.report import StaticConfig
 from experiments.harness.report import results_of
 from experiments.harness.stats import at_most
+from experiments.harness.stats import effect_verdict
 from experiments.harness.stats import mean_se
 from experiments.harness.stats import mean_se_curve
 from experiments.harness.stats import over_seeds
+from experiments.harness.stats import paired_difference
 from experiments.harness.stats import paired_ratio
 from experiments.harness.workdir import Chunk
 from experiments.harness.workdir import MetricWriter

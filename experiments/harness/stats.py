@@ -72,3 +72,34 @@ def at_most(ratio: Mapping[str, float], bound: float) -> bool | None:
   if ratio["low"] > bound:
     return False
   return None
+
+
+# A difference must clear this many standard errors to count either way.
+EFFECT_STANDARD_ERRORS = 2.0
+
+
+def effect_verdict(effect: float, se: float | None) -> bool | None:
+  """The verdict on a claimed effect measured as ``effect`` +- ``se``.
+
+  ``effect`` is signed so that positive is the claimed direction (a gain, a
+  reduction written as ``before - after``). True (PASS) when it exceeds
+  ``EFFECT_STANDARD_ERRORS`` standard errors, False (FAIL) when it is at most
+  minus that many, None (INCONCLUSIVE) in between. With no spread (``se`` 0,
+  or None for one seed) the sign decides, and an exact zero is a FAIL: the
+  effect was measured and is absent.
+  """
+  margin = EFFECT_STANDARD_ERRORS * (se or 0.0)
+  if effect > margin:
+    return True
+  if effect <= -margin:
+    return False
+  return None
+
+
+def paired_difference(ours: Sequence[float], theirs: Sequence[float]
+                      ) -> tuple[float | None, float | None]:
+  """Mean and s.e. of the per-seed differences ``ours_i - theirs_i``."""
+  if len(ours) != len(theirs):
+    raise ValueError(f"paired values need one per seed on both sides; got"
+                     f" {len(ours)} and {len(theirs)}")
+  return mean_se(np.asarray(ours, np.float64) - np.asarray(theirs, np.float64))

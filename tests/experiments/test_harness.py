@@ -272,6 +272,28 @@ def test_paired_ratio_is_inconclusive_inside_its_spread():
   assert harness.at_most(noisy, 0.126) is None
 
 
+@pytest.mark.parametrize("effect,se,verdict", [
+    (0.05, 0.01, True),      # beyond 2 s.e. in the claimed direction
+    (0.05, 0.04, None),      # inside 2 s.e.
+    (-0.05, 0.04, None),     # the wrong way, but inside 2 s.e.
+    (-0.05, 0.01, False),    # the wrong way beyond 2 s.e.
+    (0.0, 0.0, False),       # measured and absent: no spread, no effect
+    (0.0, None, False),      # one seed, no effect
+    (0.001, None, True),     # one seed: the sign decides
+    (0.0, 0.01, None),       # zero inside a spread
+])
+def test_effect_verdict_needs_two_standard_errors_either_way(effect, se, verdict):
+  assert harness.effect_verdict(effect, se) is verdict
+
+
+def test_paired_difference_pairs_seeds_and_refuses_unequal_counts():
+  mean, se = harness.paired_difference([1.0, 2.0, 4.0], [0.5, 1.0, 2.5])
+  # differences 0.5, 1.0, 1.5: mean 1, std (ddof 1) 0.5, s.e. 0.5 / sqrt(3)
+  assert mean == pytest.approx(1.0) and se == pytest.approx(0.5 / np.sqrt(3))
+  with pytest.raises(ValueError, match="one per seed"):
+    harness.paired_difference([1.0, 2.0], [1.0])
+
+
 def _tensorboard_scalars(directory):
   """(tag, step, value) of every scalar in the event files of ``directory``."""
   from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top

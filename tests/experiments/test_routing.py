@@ -63,11 +63,13 @@ def test_pairs_compare_the_deeper_model_whichever_comes_first():
   assert "params_D64xL1_vs_D48xL2" not in checks
 
 
-def test_parameter_check_is_inconclusive_within_one_standard_error():
-  check = _checks(_summary(deep_gap=3.9, wide_gap=4.0, se=0.2))[
+def test_parameter_check_is_inconclusive_within_two_standard_errors():
+  # The difference's s.e. is hypot(0.2, 0.2) = 0.28 pp: 0.40 pp clears one
+  # s.e. but not two.
+  check = _checks(_summary(deep_gap=3.6, wide_gap=4.0, se=0.2))[
       "params_D64xL4_vs_D96xL2"]
   assert check["passed"] is None
-  assert "+0.10 pp" in check["detail"]
+  assert "+0.40 pp" in check["detail"] and "s.e. 0.28 pp" in check["detail"]
 
 
 def test_summary_averages_seeds():
