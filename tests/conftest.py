@@ -51,3 +51,42 @@ def standard_dtype_promotion():
   """
   with jax.numpy_dtype_promotion("standard"):
     yield
+
+
+def _check_sharded_call(case, mode):
+  """Runs ``case`` jitted on sharded inputs inside a (2, 4) mesh of ``mode``.
+
+  ``case`` is ``(fn, inputs, specs)`` or ``(fn, inputs, specs, tolerances)``:
+  ``specs`` holds one PartitionSpec (or pytree of them, or None for a
+  replicated input) per input, and ``tolerances`` overrides chex's
+  ``rtol``/``atol``. The result must equal the unsharded call's in tree,
+  shape, dtype and value.
+  """
+  import chex  # pylint: disable=g-import-not-at-top
+  fn, inputs, specs, *rest = case
+  tolerances = {"rtol": 1e-5, "atol": 1e-6, **(rest[0] if rest else {})}
+  expected = jax.jit(fn)(*inputs)
+  mesh = jax.make_mesh((2, 4), ("data", "model"),
+                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
+  with jax.set_mesh(mesh):
+    sharded = [_put(x, spec) for x, spec in zip(inputs, specs)]
+    got = jax.jit(fn)(*sharded)
+  chex.assert_trees_all_equal_shapes_and_dtypes(got, expected)
+  chex.assert_trees_all_close(got, expected, **tolerances)
+
+
+def _put(tree, spec):
+  """Places every leaf of ``tree`` by ``spec``: one spec, a pytree of them, or None."""
+  if spec is None:
+    return tree
+  if isinstance(spec, jax.sharding.PartitionSpec):
+    return jax.tree.map(lambda leaf: jax.device_put(leaf, spec), tree)
+  return jax.tree.map(lambda s, leaf: _put(leaf, s), spec, tree,
+                      is_leaf=lambda s: s is None or isinstance(
+                          s, jax.sharding.PartitionSpec))
+
+
+@pytest.fixture(name="check_sharded_call")
+def check_sharded_call_fixture():
+  """The sharding contract's runner (see ``_check_sharded_call``)."""
+  return _check_sharded_call

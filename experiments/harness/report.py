@@ -12,7 +12,7 @@ import json
 import os
 import platform
 import subprocess
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import jax
 import ml_collections
@@ -110,9 +110,15 @@ def make_report(*, name: str, config: ml_collections.ConfigDict,
                 paper_results: list[dict[str, str]],
                 checks: list[dict[str, Any]], figures: Iterable[str | None],
                 notes: Iterable[str] = (),
+                invocations: Sequence[Mapping[str, Any]] = (),
                 extra_run_data: Mapping[str, Any] | None = None
                 ) -> dict[str, Any]:
-  """Builds the report dict (see the module docstring for its blocks)."""
+  """Builds the report dict (see the module docstring for its blocks).
+
+  ``invocations`` lists every invocation that ran in the workdir (its
+  ``git_commit``, ``started`` and ``wall_time_s``), oldest first: a resumed
+  run's numbers were partly computed by the earlier ones.
+  """
   ids = [c["id"] for c in checks]
   if len(set(ids)) != len(ids):
     raise ValueError(f"check ids must be unique; got {ids}.")
@@ -138,6 +144,7 @@ def make_report(*, name: str, config: ml_collections.ConfigDict,
           },
           "git_commit": git_commit(),
           "wall_time_s": round(wall_time_s, 1),
+          "invocations": [dict(i) for i in invocations],
           "results": results,
           "paper_results": paper_results,
           "checks": checks,
@@ -205,6 +212,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
       f"- {platform_['backend']} ({platform_['device_kind']}),"
       f" {platform_['device_count']} devices, {platform_['process_count']}"
       f" processes, wall time {run_data['wall_time_s']} s",
+      *_invocation_lines(run_data.get("invocations", [])),
       "- " + ", ".join(f"{k} {v}" for k, v in run_data["versions"].items()),
       "",
   ]
@@ -219,6 +227,21 @@ def versions() -> dict[str, str]:
     except importlib.metadata.PackageNotFoundError:
       pass
   return out
+
+
+def _invocation_lines(invocations: Sequence[Mapping[str, Any]]) -> list[str]:
+  """A line naming the earlier invocations whose work this report restores."""
+  if len(invocations) < 2:
+    return []
+  runs = ", ".join(
+      f"`{i['git_commit']}`" + (f" started {i['started']}" if i["started"]
+                                else "")
+      + (f" ({i['wall_time_s']} s)" if i.get("wall_time_s") is not None
+         else " (no report: stopped early)")
+      for i in invocations)
+  return [f"- built by {len(invocations)} invocations of this workdir, oldest"
+          f" first: {runs}; runs an earlier invocation finished are restored"
+          " from its checkpoints, not recomputed"]
 
 
 def git_commit() -> str:

@@ -13,7 +13,11 @@ What a workdir reports is what its config computed:
   trailing line is dropped with a warning, and a run resumes only from a
   checkpoint step that has its metrics record (else from an older step, or
   from scratch), so metrics never hold records past the restored step;
-* cached evaluation stages are JSON files with the config hash and a digest.
+* cached evaluation stages are JSON files with the config hash and a digest;
+* ``invocations.json`` lists every invocation that ran in the workdir (its
+  commit, start and wall time), and the report names them when there was
+  more than one, so a report rebuilt from restored runs says which commits
+  computed them.
 """
 
 import datetime
@@ -159,11 +163,13 @@ class Workdir:
     self.checks: list[dict[str, Any]] = []
     self._lock_file = None
     self._job = _JobProgress()
+    self.invocations: list[dict[str, Any]] = []
     if self.is_writer:
       os.makedirs(self.path, exist_ok=True)
       self._lock()
       try:
         self._check_recorded_config(overwrite)
+        self._record_invocation()
       except WorkdirError:
         self.close()
         raise
@@ -229,6 +235,37 @@ class Workdir:
         else:
           os.remove(target)
     write_json_atomic(path, new, indent=2, sort_keys=True)
+
+  def _record_invocation(self) -> None:
+    """Appends this invocation to ``invocations.json`` (under the lock).
+
+    A workdir last written before invocations were recorded starts its list
+    from the commit and wall time of the report it holds.
+    """
+    path = os.path.join(self.path, "invocations.json")
+    try:
+      with open(path) as f:
+        self.invocations = json.load(f)
+    except FileNotFoundError:
+      self.invocations = self._invocation_of_old_report()
+    except ValueError:
+      raise WorkdirError(f"{path} is damaged; pass --overwrite to start the"
+                         " workdir again.") from None
+    self.invocations.append({
+        "git_commit": report_lib.git_commit(),
+        "started": datetime.datetime.fromtimestamp(self.started).isoformat(
+            timespec="seconds"),
+        "wall_time_s": None})
+    write_json_atomic(path, self.invocations, indent=2)
+
+  def _invocation_of_old_report(self) -> list[dict[str, Any]]:
+    try:
+      with open(os.path.join(self.path, "report.json")) as f:
+        run_data = json.load(f)["run_data"]
+      return [{"git_commit": run_data["git_commit"], "started": None,
+               "wall_time_s": run_data["wall_time_s"]}]
+    except (OSError, ValueError, KeyError, TypeError):
+      return []  # No report, or a damaged one: nothing to credit.
 
   def close(self) -> None:
     """Releases the lock (a killed process releases it by dying)."""
@@ -366,12 +403,17 @@ class Workdir:
     ``markdown_appendix`` (e.g. an experiment-specific table) is added at the
     end of ``report.md``. Only process 0 writes; every process gets the dict.
     """
+    wall_time_s = time.time() - self.started
+    if self.invocations:
+      self.invocations[-1]["wall_time_s"] = round(wall_time_s, 1)
     report = report_lib.make_report(
-        name=self.name, config=self.config,
-        wall_time_s=time.time() - self.started, **report_fields)
+        name=self.name, config=self.config, wall_time_s=wall_time_s,
+        invocations=self.invocations, **report_fields)
     self.checks = report["run_data"]["checks"]
     if not self.is_writer:
       return report
+    write_json_atomic(os.path.join(self.path, "invocations.json"),
+                      self.invocations, indent=2)
     write_json_atomic(os.path.join(self.path, "report.json"), report, indent=2)
     # The card's records, one EEE file each: a workdir is an EEE datastore.
     os.makedirs(os.path.join(self.path, "eee"), exist_ok=True)

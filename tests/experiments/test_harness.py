@@ -226,6 +226,59 @@ def test_report_has_the_three_blocks_and_renders(workdir):
   assert "## Checks (1/3 passed)" in text
 
 
+def _minimal_report(workdir):
+  return workdir.write_report(
+      paper={"title": "T", "authors": "A", "url": "u"}, claim="c",
+      dataset={"name": "d", "provenance": "p"}, model={"num_params": 3},
+      seeds=[0], results=[harness.result("e", "m", 1.5)], paper_results=[],
+      checks=[harness.check("x_ok", "x", True, "ok")], figures=[])
+
+
+def test_a_report_names_every_invocation_that_computed_it(workdir):
+  first = _minimal_report(workdir)["run_data"]
+  assert [i["git_commit"] for i in first["invocations"]] == [
+      first["git_commit"]]
+  assert first["invocations"][0]["wall_time_s"] == first["wall_time_s"]
+  with open(os.path.join(workdir.path, "report.md")) as f:
+    assert "invocations of this workdir" not in f.read()
+  workdir.close()
+  # An invocation that stops before its report, then one that finishes.
+  harness.Workdir(workdir.path, workdir.config, "toy").close()
+  resumed = harness.Workdir(workdir.path, workdir.config, "toy")
+  invocations = _minimal_report(resumed)["run_data"]["invocations"]
+  resumed.close()
+  assert len(invocations) == 3
+  assert [i["wall_time_s"] is None for i in invocations] == [False, True, False]
+  with open(os.path.join(workdir.path, "report.md")) as f:
+    text = f.read()
+  assert "built by 3 invocations of this workdir" in text
+  assert "(no report: stopped early)" in text
+  with open(os.path.join(workdir.path, "invocations.json")) as f:
+    assert json.load(f) == invocations
+
+
+def test_a_workdir_from_before_invocations_credits_its_report(workdir):
+  old = _minimal_report(workdir)["run_data"]
+  workdir.close()
+  os.remove(os.path.join(workdir.path, "invocations.json"))
+  resumed = harness.Workdir(workdir.path, workdir.config, "toy")
+  invocations = _minimal_report(resumed)["run_data"]["invocations"]
+  resumed.close()
+  assert invocations[0] == {"git_commit": old["git_commit"], "started": None,
+                            "wall_time_s": old["wall_time_s"]}
+  assert len(invocations) == 2
+
+
+def test_a_damaged_invocation_record_is_refused(workdir):
+  workdir.close()
+  with open(os.path.join(workdir.path, "invocations.json"), "w") as f:
+    f.write('[{"git_commit": ')
+  with pytest.raises(harness.WorkdirError, match="invocations.json is damaged"):
+    harness.Workdir(workdir.path, workdir.config, "toy")
+  # The refusal released the lock.
+  harness.Workdir(workdir.path, workdir.config, "toy", overwrite=True).close()
+
+
 def test_duplicate_check_ids_are_an_error(workdir):
   with pytest.raises(ValueError, match="check ids must be unique"):
     workdir.write_report(
