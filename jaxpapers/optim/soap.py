@@ -327,9 +327,11 @@ def _power_qr_bases(preconditioners, eigenbases, nu):
       if l is None:
         new_qs.append(None)
         continue
-      order = jnp.argsort(jnp.einsum("ij,ij->j", q, l @ q), descending=True)
+      # One product serves both: (L Q)[:, order] = L (Q[:, order]).
+      lq = l @ q
+      order = jnp.argsort(jnp.einsum("ij,ij->j", q, lq), descending=True)
       v = jnp.take(v, order, axis=axis)
-      new_qs.append(jnp.linalg.qr(l @ q[:, order])[0])
+      new_qs.append(jnp.linalg.qr(jnp.take(lq, order, axis=1))[0])
     return tuple(new_qs), restore((v,))[0]
 
   per_leaf = jax.tree.map(per_param, nu, preconditioners, eigenbases)
