@@ -20,10 +20,14 @@ def time_jitted(fn: Callable[..., Any], *args: Any, repeats: int = 7,
   machine.
 
   Raises:
-    ValueError: if ``repeats`` or ``number`` is below 1.
+    TypeError: ``fn`` is not callable.
+    ValueError: ``repeats`` or ``number`` is not an int >= 1.
   """
-  if repeats < 1 or number < 1:
-    raise ValueError(f"repeats and number must be >= 1; got {repeats}, {number}.")
+  if not callable(fn):
+    raise TypeError(f"fn must be callable; got {type(fn).__name__}.")
+  for name, count in (("repeats", repeats), ("number", number)):
+    if not _is_count(count):
+      raise ValueError(f"{name} must be an int >= 1; got {count!r}.")
   jax.block_until_ready(fn(*args))
   best = float("inf")
   for _ in range(repeats):
@@ -33,6 +37,10 @@ def time_jitted(fn: Callable[..., Any], *args: Any, repeats: int = 7,
     jax.block_until_ready(out)
     best = min(best, (time.perf_counter() - start) / number)
   return best
+
+
+def _is_count(n: Any) -> bool:
+  return isinstance(n, int) and not isinstance(n, bool) and n >= 1
 
 
 def alternating_seconds(
@@ -49,9 +57,19 @@ def alternating_seconds(
 
     secs = alternating_seconds({"a": (f, (x,)), "b": (g, (x,))}, rounds=9)
     ratios = [a / b for a, b in zip(secs["a"], secs["b"])]
+
+  Raises:
+    TypeError: an entry of ``calls`` is not ``(callable, args)``.
+    ValueError: ``rounds`` (or ``repeats``, ``number``) is not an int >= 1.
   """
-  if rounds < 1:
-    raise ValueError(f"rounds must be >= 1; got {rounds}.")
+  if not _is_count(rounds):
+    raise ValueError(f"rounds must be an int >= 1; got {rounds!r}.")
+  for name, entry in calls.items():
+    if not (isinstance(entry, (tuple, list)) and len(entry) == 2
+            and callable(entry[0])):
+      raise TypeError(
+          f"calls[{name!r}] must be (fn, args) with fn callable; got"
+          f" {entry!r}.")
   out = {name: [] for name in calls}
   for _ in range(rounds):
     for name, (fn, args) in calls.items():
@@ -64,7 +82,15 @@ def compiled_footprint(compiled: Any) -> dict[str, int]:
 
   ``compiled`` is ``jax.jit(f).lower(*args).compile()``; ``-1`` entries mean
   the backend gives no memory analysis.
+
+  Raises:
+    TypeError: ``compiled`` is not compiled (e.g. ``jax.jit(f)`` itself or
+      its ``lower(...)``).
   """
+  if not isinstance(compiled, jax.stages.Compiled):
+    raise TypeError(
+        "compiled must be jax.jit(f).lower(*args).compile(); got"
+        f" {type(compiled).__name__}.")
   stats = compiled.memory_analysis()
   if stats is None:
     return {"peak_bytes": -1, "temp_bytes": -1}
@@ -97,8 +123,14 @@ class CompiledCache:
 
   def __call__(self, fn: Callable[..., Any], *args: Any
                ) -> tuple[Any, dict[str, int]]:
+    leaves = jax.tree.leaves(args)
+    for leaf in leaves:
+      if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
+        raise TypeError(
+            "CompiledCache: every leaf of args must be an array (a shape and"
+            f" dtype for the signature); got {type(leaf).__name__}.")
     signature = (fn, jax.tree.structure(args),
-                 tuple((x.shape, x.dtype) for x in jax.tree.leaves(args)))
+                 tuple((x.shape, x.dtype) for x in leaves))
     if signature not in self._compiled:
       compiled = jax.jit(fn).lower(*args).compile()
       self._compiled[signature] = compiled, compiled_footprint(compiled)

@@ -22,7 +22,12 @@ def vdot(a: Any, b: Any) -> jax.Array:
   multiplied elementwise and then summed: a reduction over axes that are
   sharded on an Explicit mesh has a defined (replicated) result, while a
   dot product over sharded contracting dimensions is refused there.
+
+  Raises:
+    ValueError: ``a`` and ``b`` differ in structure or in a leaf's shape
+      (elementwise products would broadcast silently).
   """
+  check_like(b, a, "b", reference_name="a")
   products = [jnp.sum(x * y) for x, y in zip(jax.tree.leaves(a),
                                              jax.tree.leaves(b))]
   return functools.reduce(jnp.add, products) if products else jnp.zeros(())
@@ -75,18 +80,23 @@ def leading_size(tree: Any, name: str) -> int:
   return size
 
 
-def check_like(tree: Any, reference: Any, name: str) -> None:
-  """Raises ``ValueError`` unless ``tree`` matches ``reference`` in structure and leaf shapes."""
+def check_like(tree: Any, reference: Any, name: str, *,
+               reference_name: str = "params") -> None:
+  """Raises ``ValueError`` unless ``tree`` matches ``reference`` in structure and leaf shapes.
+
+  The message names ``tree`` as ``name`` and ``reference`` as
+  ``reference_name``.
+  """
   if jax.tree.structure(tree) != jax.tree.structure(reference):
     raise ValueError(
-        f"{name} must have the pytree structure of params:"
+        f"{name} must have the pytree structure of {reference_name}:"
         f" {jax.tree.structure(tree)} vs {jax.tree.structure(reference)}."
     )
   for a, b in zip(jax.tree.leaves(tree), jax.tree.leaves(reference)):
     if shape_of(a) != shape_of(b):
       raise ValueError(
-          f"{name} must have the leaf shapes of params: {shape_of(a)} vs"
-          f" {shape_of(b)}."
+          f"{name} must have the leaf shapes of {reference_name}:"
+          f" {shape_of(a)} vs {shape_of(b)}."
       )
 
 
@@ -155,16 +165,37 @@ def split_axis(x: jax.Array, axis: int, sizes: tuple[int, int]) -> jax.Array:
   refuses several at once, even of unsharded axes (under ``vmap`` over a
   sharded batch axis, for one); reshapes written as single steps hold in
   every mode.
+
+  Raises:
+    ValueError: ``axis`` is not an axis of ``x``, or ``sizes`` are not two
+      sizes whose product is that axis's size.
   """
-  axis = axis % x.ndim
+  axis = _axis_index(x, axis, "split_axis", 0)
+  if len(sizes) != 2 or sizes[0] * sizes[1] != x.shape[axis]:
+    raise ValueError(
+        f"split_axis: sizes must be two sizes whose product is axis {axis}'s"
+        f" size {x.shape[axis]}; got {tuple(sizes)}.")
   return x.reshape(*x.shape[:axis], *sizes, *x.shape[axis + 1:])
 
 
 def merge_axes(x: jax.Array, axis: int) -> jax.Array:
-  """Merges ``axis`` and ``axis + 1`` of ``x`` (see :func:`split_axis`)."""
-  axis = axis % x.ndim
+  """Merges ``axis`` and ``axis + 1`` of ``x`` (see :func:`split_axis`).
+
+  Raises:
+    ValueError: ``axis`` is not an axis of ``x`` followed by another one.
+  """
+  axis = _axis_index(x, axis, "merge_axes", 1)
   return x.reshape(*x.shape[:axis], x.shape[axis] * x.shape[axis + 1],
                    *x.shape[axis + 2:])
+
+
+def _axis_index(x: jax.Array, axis: int, caller: str, after: int) -> int:
+  """``axis`` of ``x`` as a non-negative index with ``after`` axes behind it."""
+  if not -x.ndim <= axis < x.ndim or axis % x.ndim >= x.ndim - after:
+    raise ValueError(
+        f"{caller}: axis {axis} must be an axis of the rank-{x.ndim} array"
+        f"{' followed by another axis' if after else ''}.")
+  return axis % x.ndim
 
 
 def ravel(tree: Any) -> tuple[jax.Array, Callable[[jax.Array], Any]]:
@@ -185,10 +216,74 @@ def flat_operator(
 
   Returns ``(matvec, unravel, flat_template)`` where ``matvec(x)`` ravels
   ``linear_fn(unravel(x))``; see :func:`ravel` for sharded leaves.
+
+  Raises:
+    ValueError (when ``matvec`` is traced): ``linear_fn``'s output differs
+      from ``template`` in structure or leaf shapes, so it is no map of the
+      template's space to itself.
   """
   flat_template, unravel = ravel(template)
 
   def matvec(x):
-    return ravel(linear_fn(unravel(x)))[0]
+    out = linear_fn(unravel(x))
+    check_like(out, template, "linear_fn's output", reference_name="template")
+    return ravel(out)[0]
 
   return matvec, unravel, flat_template
+
+
+def vmap_sharded(fn: Callable[..., Any]) -> Callable[..., Any]:
+  """``jax.vmap(fn)`` over leading axes that may be sharded along Explicit mesh axes.
+
+  Under ``vmap`` a gather whose table is unbatched and whose indices are
+  batched (a constant lookup table read at per-example indices) has no
+  output sharding JAX can infer when the batch axis is sharded along an
+  Explicit axis. Such a batch is mapped per device inside ``jax.shard_map``:
+  every device maps its own slice, which is data parallelism and gives the
+  same numbers. The mesh axes are those sharding the first leaf's leading
+  axis that is sharded along an Explicit axis; every argument is resharded
+  to them. Without such a leaf this is plain ``jax.vmap(fn)``; leaves
+  sharded along Explicit axes elsewhere are gathered first
+  (:func:`gather_explicit`).
+  """
+  mapped = jax.vmap(fn)
+
+  def call(*args):
+    shardings = [_explicit_sharding(x) for x in jax.tree.leaves(args)]
+    batched = [s for s in shardings if s is not None and s.spec
+               and s.spec[0] is not None]
+    if not batched:
+      return mapped(*gather_explicit(args)[0])
+    sharding = jax.NamedSharding(batched[0].mesh, jax.P(batched[0].spec[0]))
+    args = jax.tree.map(lambda x: jax.sharding.reshard(x, sharding), args)
+    return jax.shard_map(mapped, mesh=sharding.mesh, in_specs=sharding.spec,
+                         out_specs=sharding.spec)(*args)
+
+  return call
+
+
+def explicit_spec(x: Any) -> jax.P | None:
+  """``x``'s full PartitionSpec when its mesh has Explicit axes, else None.
+
+  A gather at sharded indices or a contraction over a sharded dimension has
+  no output sharding that Explicit axes can infer; callers pass one built
+  from this spec as ``out_sharding``. None (no mesh, Auto axes only) leaves
+  the choice to the compiler, as ``out_sharding=None`` does.
+  """
+  sharding = getattr(jax.typeof(x), "sharding", None)
+  mesh = getattr(sharding, "mesh", None)
+  if (mesh is None or mesh.empty
+      or jax.sharding.AxisType.Explicit not in mesh.axis_types):
+    return None
+  spec = tuple(sharding.spec)
+  return jax.P(*spec, *([None] * (jnp.ndim(x) - len(spec))))
+
+
+def contraction_spec(x: Any) -> jax.P | None:
+  """``out_sharding`` for contracting ``x``'s last axis: its other axes keep their sharding.
+
+  The new last axis is replicated (a sum over a sharded width is reduced
+  across devices). None without Explicit mesh axes (see :func:`explicit_spec`).
+  """
+  spec = explicit_spec(x)
+  return None if spec is None else jax.P(*spec[:-1], None)

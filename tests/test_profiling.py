@@ -1,8 +1,12 @@
-"""Compiled calls: the cache of ahead-of-time compiles and their footprints."""
+"""Compiled calls: the cache of ahead-of-time compiles and their footprints.
+
+Then a table of misuse of the profiling calls, each a named error.
+"""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxpapers import profiling
 
@@ -27,3 +31,33 @@ def test_compiled_cache_compiles_once_per_function_and_signature():
   cache(scale, jnp.ones((4,), jnp.int32), jnp.int32(2))
   cache(lambda x, factor: x / factor, jnp.ones((4,)), jnp.float32(2.0))
   assert len(cache) == 4
+
+
+_double = jax.jit(lambda x: 2 * x)
+
+MISUSE = [
+    (lambda: profiling.time_jitted(_double, jnp.ones(2), repeats=0),
+     ValueError, r"repeats must be an int >= 1; got 0"),
+    (lambda: profiling.time_jitted(_double, jnp.ones(2), number=1.5),
+     ValueError, r"number must be an int >= 1; got 1.5"),
+    (lambda: profiling.time_jitted(jnp.ones(2)),
+     TypeError, "fn must be callable"),
+    (lambda: profiling.alternating_seconds({"a": (_double, (jnp.ones(2),))},
+                                           rounds=0),
+     ValueError, r"rounds must be an int >= 1; got 0"),
+    (lambda: profiling.alternating_seconds({"a": _double}, rounds=1),
+     TypeError, r"calls\['a'\] must be \(fn, args\)"),
+    (lambda: profiling.compiled_footprint(_double),
+     TypeError, r"compiled must be jax.jit\(f\).lower\(\*args\).compile\(\)"),
+    (lambda: profiling.compiled_footprint(_double.lower(jnp.ones(2))),
+     TypeError, "got Lowered"),
+    (lambda: profiling.CompiledCache()(lambda x: x, 1.0),
+     TypeError, "every leaf of args must be an array"),
+]
+
+
+@pytest.mark.parametrize("index", range(len(MISUSE)))
+def test_misuse_is_a_named_error(index):
+  call, error, message = MISUSE[index]
+  with pytest.raises(error, match=message):
+    call()

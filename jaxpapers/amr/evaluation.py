@@ -81,7 +81,13 @@ def vrmse(pred_BxHxWx1: np.ndarray, true_BxHxWx1: np.ndarray,
   """Per-sample RMSE / std(true), over all pixels or over ``mask_BxHxW``.
 
   The standard deviation is always the whole true field's; an empty mask
-  gives 0 (its mean counts at least one pixel).
+  gives 0 (its mean counts at least one pixel). A constant true field has
+  standard deviation 0: its VRMSE is ``inf`` (``NaN`` for an exact
+  prediction).
+
+  Raises:
+    ValueError: the fields are not one shape ``(B, H, W, 1)``, or the mask is
+      not ``(B, H, W)``.
 
   Example:
     >>> import numpy as np
@@ -90,6 +96,16 @@ def vrmse(pred_BxHxWx1: np.ndarray, true_BxHxWx1: np.ndarray,
     >>> amr.vrmse(true + 0.5, true).tolist()
     [0.5]
   """
+  if np.shape(pred_BxHxWx1) != np.shape(true_BxHxWx1) or (
+      np.ndim(true_BxHxWx1) != 4 or np.shape(true_BxHxWx1)[-1] != 1):
+    raise ValueError(
+        "pred_BxHxWx1 and true_BxHxWx1 must both be (B, H, W, 1); got"
+        f" {np.shape(pred_BxHxWx1)} and {np.shape(true_BxHxWx1)}.")
+  if mask_BxHxW is not None and np.shape(mask_BxHxW) != np.shape(
+      true_BxHxWx1)[:3]:
+    raise ValueError(
+        f"mask_BxHxW must be {np.shape(true_BxHxWx1)[:3]}; got"
+        f" {np.shape(mask_BxHxW)}.")
   err2 = (pred_BxHxWx1 - true_BxHxWx1)[..., 0] ** 2
   std = np.std(true_BxHxWx1[..., 0], axis=(1, 2))
   if mask_BxHxW is None:
@@ -148,12 +164,20 @@ def evaluate_rollout(rollout: Callable[..., Iterator[RolloutStep]],
     roi_BxKxHxW: the region of interest of each frame
       (:func:`region_of_interest`).
 
+  Raises:
+    ValueError: ``roi_BxKxHxW`` is not ``truth_BxKxHxWx1`` without its
+      channel axis.
+
   Returns:
     The records (``step``, ``vrmse``, ``vrmse_roi``, ``tokens``: mean leaves
     read, ``tokens_per_s``: tokens over the model's seconds,
     ``ms_per_step``: model and regrid wall time, ``finite``), and the steps
     with NumPy fields.
   """
+  if np.shape(roi_BxKxHxW) != np.shape(truth_BxKxHxWx1)[:4]:
+    raise ValueError(
+        f"roi_BxKxHxW must be {np.shape(truth_BxKxHxWx1)[:4]} (the truth"
+        f" without channels); got {np.shape(roi_BxKxHxW)}.")
   timer = StageTimer()
   records, steps = [], []
   for k, step in enumerate(rollout(call=timer), start=1):
@@ -182,7 +206,16 @@ def summarize_rollout(records: Sequence[dict[str, Any]], short_steps: int,
   leading steps with global VRMSE below ``valid_vrmse`` (ours: how long the
   rollout stays on track); ``tokens_mean``, ``tokens_last``, the mean
   ``tokens_per_s`` and ``ms_per_step``, and ``finite`` (every step).
+
+  Raises:
+    ValueError: no records, or ``short_steps`` not in ``[1, len(records)]``.
   """
+  if not records:
+    raise ValueError("records is empty: a rollout has at least one step.")
+  if not isinstance(short_steps, int) or not 1 <= short_steps <= len(records):
+    raise ValueError(
+        f"short_steps must be an int in [1, {len(records)}]; got"
+        f" {short_steps!r}.")
   def mean(key, steps=len(records)):
     return float(np.mean([r[key] for r in records[:steps]]))
   out = {}

@@ -46,6 +46,7 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree as tree_lib
 from jaxpapers.amr.quadtree import leaf_coordinates
 from jaxpapers.amr.quadtree import Quadtree
 from jaxpapers.amr.tokens import detokenize
@@ -54,7 +55,15 @@ from jaxpapers.amr.vit import TokenBackbone
 
 
 def swiglu(x_NxC: jax.Array) -> jax.Array:
-  """SwiGLU gate ``a * SiLU(b)`` with ``[a | b]`` the channel halves: ``(..., 2c) -> (..., c)``."""
+  """SwiGLU gate ``a * SiLU(b)`` with ``[a | b]`` the channel halves: ``(..., 2c) -> (..., c)``.
+
+  Raises:
+    ValueError: the last axis is missing or of odd size.
+  """
+  if x_NxC.ndim < 1 or x_NxC.shape[-1] % 2:
+    raise ValueError(
+        f"swiglu: x_NxC needs an even last (channel) axis; got shape"
+        f" {tuple(x_NxC.shape)}.")
   first, second = jnp.split(x_NxC, 2, axis=-1)
   return first * jax.nn.silu(second)
 
@@ -64,12 +73,37 @@ def pixel_shuffle(x_NxHxWxC: jax.Array, factor: int = 2) -> jax.Array:
 
   Output channel ``c`` at ``(h r + a, w r + b)`` is input channel
   ``c r^2 + a r + b`` at ``(h, w)``.
+
+  Raises:
+    ValueError: ``x_NxHxWxC`` is not 4-D, ``factor`` is not an int >= 1, or
+      the channels are not a multiple of ``factor ** 2``.
   """
-  n, h, w, c = x_NxHxWxC.shape
-  out_channels = c // (factor * factor)
-  x = x_NxHxWxC.reshape(n, h, w, out_channels, factor, factor)
-  return x.transpose(0, 1, 4, 2, 5, 3).reshape(n, h * factor, w * factor,
-                                               out_channels)
+  if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+    raise ValueError(
+        f"pixel_shuffle: factor must be an int >= 1; got {factor!r}.")
+  if x_NxHxWxC.ndim != 4 or x_NxHxWxC.shape[-1] % (factor * factor):
+    raise ValueError(
+        f"pixel_shuffle: x_NxHxWxC must be (N, H, W, C r^2) with r = {factor};"
+        f" got shape {tuple(x_NxHxWxC.shape)}.")
+  out_channels = x_NxHxWxC.shape[-1] // (factor * factor)
+  # One split or merge per reshape (see jaxpapers.tree.split_axis).
+  x = tree_lib.split_axis(tree_lib.split_axis(
+      x_NxHxWxC, 3, (out_channels, factor * factor)), 4, (factor, factor))
+  x = x.transpose(0, 1, 4, 2, 5, 3)
+  return tree_lib.merge_axes(tree_lib.merge_axes(x, 3), 1)
+
+
+def _flat_tokens(x_NxHxWxC: jax.Array, batch: int) -> jax.Array:
+  """``(B T, H, W, C) -> (B, T, H W C)``, one split or merge per reshape."""
+  flat = tree_lib.merge_axes(tree_lib.merge_axes(x_NxHxWxC, 2), 1)
+  return tree_lib.split_axis(flat, 0, (batch, flat.shape[0] // batch))
+
+
+def _unflat_tokens(x_BxTxF: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+  """``(B, T, H W C) -> (B, T, H, W, C)`` (inverse of :func:`_flat_tokens`)."""
+  height, width, channels = shape
+  return tree_lib.split_axis(tree_lib.split_axis(
+      x_BxTxF, 2, (height, width * channels)), 3, (width, channels))
 
 
 class ShrinkBlock(nnx.Module):
@@ -83,15 +117,26 @@ class ShrinkBlock(nnx.Module):
   """
 
   def __init__(self, channels: int, multiplier: int = 2, *, rngs: nnx.Rngs):
+    if channels < 1 or multiplier < 1:
+      raise ValueError(
+          f"ShrinkBlock: channels and multiplier must be >= 1; got {channels},"
+          f" {multiplier}.")
     out = 2 * multiplier * channels
     self.kernel = nnx.Param(nnx.initializers.lecun_normal()(
         rngs.params(), (2, 2, channels, out)))
     self.bias = nnx.Param(jnp.zeros((out,)))
 
   def __call__(self, x_NxHxWxC: jax.Array) -> jax.Array:
-    n, h, w, c = x_NxHxWxC.shape
-    blocks = x_NxHxWxC.reshape(n, h // 2, 2, w // 2, 2, c).transpose(
-        0, 1, 3, 2, 4, 5).reshape(n, h // 2, w // 2, 4 * c)
+    channels = self.kernel.shape[2]
+    if x_NxHxWxC.ndim != 4 or x_NxHxWxC.shape[3] != channels or (
+        x_NxHxWxC.shape[1] % 2 or x_NxHxWxC.shape[2] % 2):
+      raise ValueError(
+          f"ShrinkBlock: x_NxHxWxC must be (N, H, W, {channels}) with even H"
+          f" and W; got shape {tuple(x_NxHxWxC.shape)}.")
+    _, h, w, c = x_NxHxWxC.shape
+    blocks = tree_lib.split_axis(tree_lib.split_axis(
+        x_NxHxWxC, 2, (w // 2, 2)), 1, (h // 2, 2)).transpose(0, 1, 3, 2, 4, 5)
+    blocks = tree_lib.merge_axes(tree_lib.merge_axes(blocks, 3), 3)
     kernel = self.kernel[...].reshape(4 * c, -1)
     return swiglu(blocks @ kernel + self.bias[...].reshape(1, 1, 1, -1))
 
@@ -101,6 +146,10 @@ class ExpandBlock(nnx.Module):
 
   def __init__(self, in_channels: int, out_channels: int, gated: bool, *,
                rngs: nnx.Rngs, kernel_init=nnx.initializers.lecun_normal()):
+    if in_channels < 1 or out_channels < 1:
+      raise ValueError(
+          f"ExpandBlock: in_channels and out_channels must be >= 1; got"
+          f" {in_channels}, {out_channels}.")
     self.gated = gated
     width = (8 if gated else 4) * out_channels
     self.conv = nnx.Conv(in_channels, width, kernel_size=(3, 3),
@@ -221,13 +270,13 @@ class NativeWAMRViT(nnx.Module):
                       for level in range(self.max_level + 1)]
     x_BxTxD = None
     for level, (array, here_BxT) in enumerate(zip(tokens, here_per_level)):
-      h = array.reshape(b * t, *array.shape[2:])
+      h = tree_lib.merge_axes(array, 0)
       if level < self.max_level:
         for block in self.shrink[level]:
           h = block(h)
-        embedded = self.embed[level](h.reshape(b, t, -1))
+        embedded = self.embed[level](_flat_tokens(h, b))
       else:
-        embedded = self.backbone.embed(h.reshape(b, t, -1))
+        embedded = self.backbone.embed(_flat_tokens(h, b))
       embedded = jnp.where(here_BxT[..., None], embedded,
                            jnp.zeros((), embedded.dtype))
       x_BxTxD = embedded if x_BxTxD is None else x_BxTxD + embedded
@@ -237,12 +286,15 @@ class NativeWAMRViT(nnx.Module):
     outputs = []
     for level, here_BxT in enumerate(here_per_level):
       if level < self.max_level:
-        h = self.decode[level](hidden_BxTxD).reshape(b * t, ph, pw, -1)
+        h = tree_lib.merge_axes(self.decode[level](hidden_BxTxD), 0)
+        h = tree_lib.split_axis(h, 1, (ph, h.shape[1] // ph))
+        h = tree_lib.split_axis(h, 2, (pw, h.shape[2] // pw))
         for block in self.expand[level]:
           h = block(h)
+        out = tree_lib.split_axis(h, 0, (b, t))
       else:
-        h = self.backbone.decode(hidden_BxTxD)
-      out = h.reshape(tokens[level].shape)
+        out = _unflat_tokens(self.backbone.decode(hidden_BxTxD),
+                             tokens[level].shape[2:])
       outputs.append(jnp.where(here_BxT.reshape(b, t, 1, 1, 1), out,
                                jnp.zeros((), out.dtype)))
     return tuple(outputs)

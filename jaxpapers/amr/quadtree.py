@@ -112,8 +112,11 @@ def make_geometry(shape: Sequence[int], patch: int | Sequence[int],
     raise ValueError(
         f"field must have shape (H, W) or (H, W, C); got shape {tuple(shape)}."
     )
-  patch = (patch, patch) if isinstance(patch, int) else tuple(patch)
-  if len(patch) != 2 or min(patch) < 1:
+  patch = (patch, patch) if isinstance(patch, (int, np.integer)) else tuple(
+      patch)
+  if len(patch) != 2 or not all(
+      isinstance(p, (int, np.integer)) and not isinstance(p, bool)
+      for p in patch) or min(patch) < 1:
     raise ValueError(f"patch must be a positive int or (Ph, Pw); got {patch}.")
   if not isinstance(max_level, (int, np.integer)) or max_level < 0:
     raise ValueError(f"max_level must be an int >= 0; got {max_level!r}.")
@@ -206,7 +209,22 @@ def balance(refined: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
     The closed flags: every refined cell's parent is refined, and a refined
     level-``(l+1)`` cell forces the level-``l`` cells holding its face
     neighbours to be refined.
+
+  Raises:
+    ValueError: a level's flags are not a bool 2-D grid twice the size of
+      the previous level's in both directions.
   """
+  for level, flags in enumerate(refined):
+    shape = tree_lib.shape_of(flags)
+    expected = (None if level == 0 else
+                tuple(2 * n for n in tree_lib.shape_of(refined[level - 1])))
+    if (len(shape) != 2 or jnp.result_type(flags) != jnp.bool_
+        or expected not in (None, shape)):
+      raise ValueError(
+          f"refined[{level}] must be a bool 2-D grid"
+          f"{'' if expected is None else f' of shape {expected}'} (each level"
+          f" doubles the previous one); got {jnp.result_type(flags)}"
+          f" {shape}.")
   closed = list(refined)
   for level in range(len(closed) - 2, -1, -1):
     forced = _pool2(_with_face_neighbours(closed[level + 1]), jnp.any)
@@ -375,7 +393,8 @@ def build_quadtree(field: jax.Array, *, patch: int | tuple[int, int],
     tol_frac: refine a cell of level ``< max_level`` when, in some channel,
       its range exceeds ``tol_frac`` times that channel's range over the
       field (``>= 0``; with 0 every non-constant cell is refined). May be
-      traced: changing it does not recompile.
+      traced: changing it does not recompile (a traced negative value is
+      not caught and refines every cell down to ``max_level``).
     max_level: deepest level ``L`` (static).
     max_tokens: static token budget ``T`` (at least the number of root
       tiles; ``H W / (Ph Pw)`` can never overflow).

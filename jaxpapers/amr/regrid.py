@@ -46,6 +46,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from jaxpapers.amr.quadtree import _check_budget_arg
 from jaxpapers.amr.quadtree import _pool2
 from jaxpapers.amr.quadtree import _upsample
 from jaxpapers.amr.quadtree import _with_face_neighbours
@@ -190,6 +191,11 @@ def regrid(tokens: jax.Array, tree: Quadtree, *, tol_frac: float,
   Returns:
     ``(new_tokens, new_tree)``; check ``new_tree.overflow``.
 
+  Raises:
+    ValueError: ``tree`` is a batch, ``tokens`` are not its uniform tokens,
+      a tolerance or ``max_passes`` is negative, or ``max_tokens`` is below
+      the number of root tiles.
+
   Example:
     >>> import jax.numpy as jnp
     >>> from jaxpapers import amr
@@ -204,6 +210,10 @@ def regrid(tokens: jax.Array, tree: Quadtree, *, tol_frac: float,
     >>> new_tree.level[:7].tolist()
     [2, 2, 2, 2, 1, 1, 1]
   """
+  if tree.level.ndim != 1:
+    raise ValueError(
+        f"regrid expects one tree (level of shape (T,)); got a batch of shape"
+        f" {tree.level.shape}: vmap over the batch.")
   if tokens.ndim != 4 or tokens.shape[0] != tree.max_tokens:
     raise ValueError(
         f"tokens must be (T={tree.max_tokens}, Ph, Pw, C) for one tree; got"
@@ -221,6 +231,7 @@ def regrid(tokens: jax.Array, tree: Quadtree, *, tol_frac: float,
         f" {tol_frac}, {coarsen_ratio}, {max_passes}."
     )
   max_tokens = tree.max_tokens if max_tokens is None else max_tokens
+  _check_budget_arg(max_tokens, geometry)
   valid = tree.mask[:, None, None, None]
   high = jnp.max(jnp.where(valid, tokens, -jnp.inf), axis=(0, 1, 2))
   low = jnp.min(jnp.where(valid, tokens, jnp.inf), axis=(0, 1, 2))
@@ -243,8 +254,12 @@ def regrid(tokens: jax.Array, tree: Quadtree, *, tol_frac: float,
     return passes + 1, changed, new_refined, pyramid
 
   if geometry.max_level > 0 and max_passes > 0:
+    # The counters start from the tree's own values, so that inside
+    # jax.shard_map they vary over the same mesh axes as the flags they
+    # travel with (a loop's carry keeps its type).
+    start = (jnp.zeros_like(tree.num_leaves), jnp.ones_like(tree.overflow))
     _, _, refined, pyramid = jax.lax.while_loop(
-        keep_refining, refine, (jnp.int32(0), jnp.bool_(True), refined, pyramid))
+        keep_refining, refine, (*start, refined, pyramid))
   if allow_coarsening:
     refined, pyramid = _coarsen_pass(
         refined, pyramid, jnp.asarray(coarsen_ratio, tokens.dtype) * threshold_C,

@@ -48,6 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree as tree_lib
 from jaxpapers.amr.quadtree import build_quadtree
 from jaxpapers.amr.quadtree import make_geometry
 from jaxpapers.amr.quadtree import Quadtree
@@ -86,6 +87,14 @@ class MeshConfig:
   def __post_init__(self):
     if not isinstance(self.patch, int):
       object.__setattr__(self, "patch", tuple(int(p) for p in self.patch))
+    patch = (self.patch,) * 2 if isinstance(self.patch, int) else self.patch
+    if len(patch) != 2 or min(patch) < 1:
+      raise ValueError(
+          f"patch must be a positive int or (Ph, Pw); got {self.patch}.")
+    if isinstance(self.max_level, bool) or not isinstance(
+        self.max_level, int) or self.max_level < 0:
+      raise ValueError(
+          f"max_level must be an int >= 0; got {self.max_level!r}.")
     if not self.tol_frac >= 0 or not self.coarsen_ratio >= 0:
       raise ValueError(
           "tol_frac and coarsen_ratio must be >= 0; got"
@@ -113,12 +122,19 @@ def bucket_size(num_leaves: Any, multiple: int, max_tokens: int) -> int:
   A host-side integer (it becomes a static shape), so ``num_leaves`` must be
   concrete: ``(B,)`` leaf counts of a batch of trees.
 
+  Raises:
+    ValueError: ``multiple`` or ``max_tokens`` is not an int >= 1.
+
   Example:
     >>> import numpy as np
     >>> from jaxpapers import amr
     >>> amr.bucket_size(np.array([97, 12]), 32, 256)
     128
   """
+  for name, value in (("multiple", multiple), ("max_tokens", max_tokens)):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (
+        value < 1):
+      raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
   return min(max_tokens,
              int(math.ceil(int(np.max(num_leaves)) / multiple)) * multiple)
 
@@ -139,7 +155,7 @@ def build_meshes(fields_BxHxWxC: jax.Array, mesh: MeshConfig) -> Quadtree:
         f"fields must be (B, H, W, C); got shape {fields_BxHxWxC.shape}.")
   geometry = make_geometry(fields_BxHxWxC.shape[1:], mesh.patch,
                            mesh.max_level)
-  return jax.vmap(functools.partial(
+  return tree_lib.vmap_sharded(functools.partial(
       build_quadtree, patch=mesh.patch, tol_frac=mesh.tol_frac,
       max_level=mesh.max_level, max_tokens=geometry.num_finest_cells))(
           fields_BxHxWxC)
@@ -147,7 +163,7 @@ def build_meshes(fields_BxHxWxC: jax.Array, mesh: MeshConfig) -> Quadtree:
 
 @functools.partial(jax.jit, static_argnames="mesh")
 def _regrid_batch(tokens, trees, mesh: MeshConfig):
-  return jax.vmap(functools.partial(
+  return tree_lib.vmap_sharded(functools.partial(
       regrid, tol_frac=mesh.tol_frac, coarsen_ratio=mesh.coarsen_ratio,
       max_passes=mesh.max_passes))(tokens, trees)
 
@@ -165,12 +181,22 @@ def regrid_native(fields_BxHxWxC: jax.Array, trees: Quadtree,
   Returns:
     The regridded batched meshes, with the budget of ``trees``. Native tokens
     of a mesh are its field's footprints, so nothing else changes.
+
+  Raises:
+    ValueError: ``fields_BxHxWxC`` is not ``(B, H, W, C)`` of the trees'
+      batch and grid.
   """
-  uniform = jax.vmap(tokenize)(fields_BxHxWxC, trees)
+  if fields_BxHxWxC.ndim != 4 or trees.level.ndim != 2 or (
+      fields_BxHxWxC.shape[0] != trees.level.shape[0]):
+    raise ValueError(
+        f"fields_BxHxWxC must be (B, H, W, C) for a batch of B trees; got"
+        f" fields {tuple(fields_BxHxWxC.shape)}, trees' level"
+        f" {trees.level.shape}.")
+  uniform = tree_lib.vmap_sharded(tokenize)(fields_BxHxWxC, trees)
   return _regrid_batch(uniform, trees, mesh)[1]
 
 
-_decode = jax.jit(jax.vmap(detokenize))
+_decode = jax.jit(tree_lib.vmap_sharded(detokenize))
 
 
 def finest_pixels(tree: Quadtree) -> jax.Array:
@@ -250,7 +276,7 @@ def quadtree_rollout(advance: Advance, fields_BxHxWxC: jax.Array,
 def _quadtree_steps(advance, fields, num_steps, mesh, frozen, call):
   trees = build_meshes(fields, mesh)
   full = trees.max_tokens
-  tokens = jax.vmap(tokenize)(fields, trees)
+  tokens = tree_lib.vmap_sharded(tokenize)(fields, trees)
   for _ in range(num_steps):
     size = bucket_size(trees.num_leaves, mesh.token_bucket, full)
     advanced = call("model", advance, tokens[:, :size], truncate(trees, size))

@@ -191,6 +191,10 @@ def tokenize(field: jax.Array, tree: Quadtree, mode: str = "uniform"
     ``(T, Ph 2^(L-l), Pw 2^(L-l), C)``. Padded slots (and, in native mode,
     slots of other levels) are zero.
 
+  Raises:
+    ValueError: an unknown ``mode``, a field that is not floating
+      ``(H, W[, C])`` or not on the tree's grid, or a batched tree.
+
   Example:
     >>> import jax.numpy as jnp
     >>> from jaxpapers import amr
@@ -203,6 +207,10 @@ def tokenize(field: jax.Array, tree: Quadtree, mode: str = "uniform"
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
+  if field.ndim not in (2, 3) or not jnp.issubdtype(field.dtype, jnp.floating):
+    raise ValueError(
+        "tokenize: field must be a floating (H, W) or (H, W, C) array; got"
+        f" {field.dtype} {tuple(field.shape)} (vmap over a batch).")
   field_HxWxC = field[..., None] if field.ndim == 2 else field
   _check_tree(tree, field_HxWxC.shape, "tokenize")
   if mode == "uniform":
@@ -245,6 +253,10 @@ def detokenize(tokens: jax.Array | Sequence[jax.Array], tree: Quadtree,
 
   Returns:
     ``(H, W, C)``; pixels of leaves dropped by an overflow are zero.
+
+  Raises:
+    ValueError: ``upsample`` is unknown, ``tree`` is a batch, or the tokens'
+      shapes are not those :func:`tokenize` gives for ``tree``.
   """
   if upsample not in UPSAMPLING:
     raise ValueError(f"upsample must be one of {UPSAMPLING}; got {upsample!r}.")
@@ -256,6 +268,15 @@ def detokenize(tokens: jax.Array | Sequence[jax.Array], tree: Quadtree,
         f"native tokens need one array per level (max_level + 1 ="
         f" {geometry.max_level + 1}); got {len(tokens)}."
     )
+  arrays = tokens if native else [tokens] * (geometry.max_level + 1)
+  for level, array in enumerate(arrays):
+    cell = geometry.cell_pixels(level) if native else geometry.patch
+    shape = tuple(array.shape)
+    if len(shape) != 4 or shape[:3] != (tree.max_tokens, *cell):
+      raise ValueError(
+          f"detokenize: tokens{f'[{level}]' if native else ''} must have"
+          f" shape ({tree.max_tokens}, {cell[0]}, {cell[1]}, C) for this tree;"
+          f" got {shape}.")
   field = None
   for level in range(geometry.max_level + 1):
     values = tokens[level] if native else tokens

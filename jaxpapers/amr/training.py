@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree as tree_lib
 from jaxpapers.amr.native import NativeWAMRViT
 from jaxpapers.amr.quadtree import Quadtree
 from jaxpapers.amr.quadtree import truncate
@@ -48,7 +49,8 @@ from jaxpapers.amr.rollout import MeshConfig
 from jaxpapers.amr.tokens import tokenize
 from jaxpapers.amr.vit import WAMRViT
 
-native_tokens = jax.vmap(functools.partial(tokenize, mode="native"))
+native_tokens = tree_lib.vmap_sharded(functools.partial(tokenize,
+                                                        mode="native"))
 
 
 def residual_step(model: Any, state: jax.Array,
@@ -77,7 +79,19 @@ def residual_step(model: Any, state: jax.Array,
 
 
 def relative_l2(pred: jax.Array, target: jax.Array) -> jax.Array:
-  """Per-sample ``||pred - target|| / ||target||``, averaged over the batch axis 0."""
+  """Per-sample ``||pred - target|| / ||target||``, averaged over the batch axis 0.
+
+  A sample whose target is all zeros divides by zero: the loss is ``inf``
+  (``NaN`` if its prediction is exact too).
+
+  Raises:
+    ValueError: ``pred`` and ``target`` differ in shape or have no batch
+      axis.
+  """
+  if pred.shape != target.shape or pred.ndim < 1:
+    raise ValueError(
+        f"pred and target must have one shape (B, ...); got {pred.shape} and"
+        f" {target.shape}.")
   axes = tuple(range(1, pred.ndim))
   err = jnp.sqrt(jnp.sum((pred - target) ** 2, axis=axes))
   return jnp.mean(err / jnp.sqrt(jnp.sum(target ** 2, axis=axes)))
@@ -105,7 +119,9 @@ def pushforward_loss(step: Callable[[jax.Array], jax.Array], state: jax.Array,
     The scalar loss.
 
   Raises:
-    ValueError: ``num_steps < 1``, or fewer targets than steps.
+    ValueError: ``num_steps < 1``, a negative ``input_noise``, or targets
+      that are not ``(B, K >= num_steps, ...)`` of the state's ``B`` and
+      trailing shape.
 
   Example:
     >>> import jax, jax.numpy as jnp
@@ -118,7 +134,11 @@ def pushforward_loss(step: Callable[[jax.Array], jax.Array], state: jax.Array,
   """
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be an int >= 1; got {num_steps!r}.")
-  if targets_BxK.ndim != state.ndim + 1 or targets_BxK.shape[1] < num_steps:
+  if not input_noise >= 0:
+    raise ValueError(f"input_noise must be >= 0; got {input_noise}.")
+  if (targets_BxK.ndim != state.ndim + 1 or targets_BxK.shape[1] < num_steps
+      or targets_BxK.shape[0] != state.shape[0]
+      or targets_BxK.shape[2:] != state.shape[1:]):
     raise ValueError(
         f"targets must be (B, K >= {num_steps}, ...) for a state of shape"
         f" {state.shape}; got {targets_BxK.shape}.")
@@ -144,8 +164,16 @@ class TrainingBatch(NamedTuple):
 
 def trajectory_meshes(trajectories_NxTxHxWxC: np.ndarray, mesh: MeshConfig
                       ) -> Quadtree:
-  """The mesh of every frame, batched ``(N, T, ...)`` (:func:`build_meshes`)."""
+  """The mesh of every frame, batched ``(N, T, ...)`` (:func:`build_meshes`).
+
+  Raises:
+    ValueError: the trajectories are not ``(N, T, H, W, C)``, or as
+      :func:`build_meshes`.
+  """
   shape = trajectories_NxTxHxWxC.shape
+  if len(shape) != 5:
+    raise ValueError(
+        f"trajectories_NxTxHxWxC must be (N, T, H, W, C); got {shape}.")
   flat = build_meshes(jnp.asarray(trajectories_NxTxHxWxC.reshape(
       -1, *shape[2:])), mesh)
   return jax.tree.map(lambda x: x.reshape(shape[:2] + x.shape[1:]), flat)
@@ -172,6 +200,11 @@ def sample_batch(trajectories_NxTxHxWxC: np.ndarray, *, seed: int, step: int,
   Returns:
     The batch; its noise key is ``fold_in(key(seed), step)``.
 
+  Raises:
+    ValueError: trajectories not ``(N, T, H, W, C)``, ``batch_size`` or
+      ``token_bucket`` below 1, ``num_steps`` not in ``[1, T)``, or
+      ``meshes`` not of shape ``(N, T, ...)``.
+
   Example:
     >>> import numpy as np
     >>> from jaxpapers import amr
@@ -182,7 +215,22 @@ def sample_batch(trajectories_NxTxHxWxC: np.ndarray, *, seed: int, step: int,
     ...             == batch.inputs[:, None, 0, 0, 0] + [1, 2]))
     True
   """
-  num_trajectories, frames = trajectories_NxTxHxWxC.shape[:2]
+  shape = trajectories_NxTxHxWxC.shape
+  if len(shape) != 5:
+    raise ValueError(
+        f"trajectories_NxTxHxWxC must be (N, T, H, W, C); got {shape}.")
+  num_trajectories, frames = shape[:2]
+  for name, value in (("batch_size", batch_size),
+                      ("token_bucket", token_bucket)):
+    if not isinstance(value, int) or value < 1:
+      raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
+  if not isinstance(num_steps, int) or not 1 <= num_steps < frames:
+    raise ValueError(
+        f"num_steps must be an int in [1, T = {frames}); got {num_steps!r}.")
+  if meshes is not None and meshes.level.shape[:2] != shape[:2]:
+    raise ValueError(
+        f"meshes must be trajectory_meshes of the trajectories, (N, T) ="
+        f" {shape[:2]}; got level of shape {meshes.level.shape}.")
   rng = np.random.default_rng([seed, step])
   trajectory = rng.integers(0, num_trajectories, batch_size)
   start = rng.integers(0, frames - num_steps, batch_size)
@@ -190,7 +238,9 @@ def sample_batch(trajectories_NxTxHxWxC: np.ndarray, *, seed: int, step: int,
       trajectory[:, None], start[:, None] + np.arange(1, num_steps + 1)]
   trees = None
   if meshes is not None:
-    trees = jax.tree.map(lambda x: x[trajectory, start + num_steps], meshes)
+    # Indexing with host indices has no inferable sharding on Explicit axes.
+    trees = jax.tree.map(lambda x: x[trajectory, start + num_steps],
+                         tree_lib.gather_explicit(meshes)[0])
     trees = truncate(trees, bucket_size(trees.num_leaves, token_bucket,
                                         trees.max_tokens))
   return TrainingBatch(trajectories_NxTxHxWxC[trajectory, start], targets,
@@ -204,13 +254,21 @@ def batch_loss(model: Any, batch: TrainingBatch, pushforward_steps: int,
   A uniform-storage :class:`~jaxpapers.amr.WAMRViT` is scored on its leaf
   tokens of the batch's meshes (noise on real leaves only), the other models
   on the finest field.
+
+  Raises:
+    TypeError: a quadtree model and a batch without trees.
   """
   inputs, targets, trees = batch.inputs, batch.targets, batch.trees
+  if isinstance(model, (WAMRViT, NativeWAMRViT)) and trees is None:
+    raise TypeError(
+        f"{type(model).__name__} needs batch.trees (sample_batch with"
+        " meshes).")
   real = None
   if isinstance(model, WAMRViT):
-    inputs = jax.vmap(tokenize)(inputs, trees)
-    targets = jax.vmap(jax.vmap(tokenize), in_axes=(1, None),
-                       out_axes=1)(targets, trees)
+    inputs = tree_lib.vmap_sharded(tokenize)(inputs, trees)
+    # Per sample, its K target frames share the sample's mesh.
+    targets = tree_lib.vmap_sharded(jax.vmap(tokenize, in_axes=(0, None)))(
+        targets, trees)
     real = trees.mask[..., None, None, None]
   step = functools.partial(residual_step, model, trees=trees)
   return pushforward_loss(step, inputs, targets, pushforward_steps,

@@ -36,6 +36,8 @@ from jaxpapers.amr.quadtree import Quadtree
 from jaxpapers.amr.rope import rope_3d
 from jaxpapers.amr.tokens import cells_to_image
 from jaxpapers.amr.tokens import image_to_cells
+from jaxpapers.tree import merge_axes
+from jaxpapers.tree import split_axis
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,11 +66,30 @@ class BackboneConfig:
       raise ValueError(
           f"d_model={self.d_model} must be divisible by"
           f" num_heads={self.num_heads}.")
+    if len(self.rope_dims) != 3 or len(self.rope_scales) != 3 or min(
+        self.rope_dims) < 0:
+      raise ValueError(
+          f"rope_dims and rope_scales need 3 entries (x, y, s), dims >= 0; got"
+          f" {self.rope_dims}, {self.rope_scales}.")
     head_dim = self.d_model // self.num_heads
     if sum(self.rope_dims) > head_dim or any(d % 2 for d in self.rope_dims):
       raise ValueError(
           f"rope_dims={self.rope_dims} must be even and sum to at most the"
           f" head width {head_dim}.")
+
+
+def _check_tokens(x, coords_BxNx3, mask_BxN, width: int, name: str) -> None:
+  """Raises ``ValueError`` unless x is ``(B, N, width)`` with coordinates and mask."""
+  if x.ndim != 3 or x.shape[-1] != width:
+    raise ValueError(f"{name} must be (B, N, {width}); got {tuple(x.shape)}.")
+  if tuple(coords_BxNx3.shape) != (*x.shape[:2], 3):
+    raise ValueError(
+        f"coords_BxNx3 must be {(*x.shape[:2], 3)}; got"
+        f" {tuple(coords_BxNx3.shape)}.")
+  if tuple(mask_BxN.shape) != x.shape[:2] or mask_BxN.dtype != jnp.bool_:
+    raise ValueError(
+        f"mask_BxN must be bool {x.shape[:2]}; got {mask_BxN.dtype}"
+        f" {tuple(mask_BxN.shape)}.")
 
 
 class ParallelBlock(nnx.Module):
@@ -86,11 +107,13 @@ class ParallelBlock(nnx.Module):
 
   def __call__(self, x_BxNxD, coords_BxNx3, mask_BxN):
     config = self.config
+    _check_tokens(x_BxNxD, coords_BxNx3, mask_BxN, config.d_model, "x_BxNxD")
     b, n, d = x_BxNxD.shape
     hidden = config.mlp_ratio * d
     projected = self.w_in(self.norm(x_BxNxD))
     qkv, gate_a, gate_b = jnp.split(projected, [3 * d, 3 * d + hidden], axis=-1)
-    qkv = qkv.reshape(b, n, 3, config.num_heads, self.head_dim)
+    qkv = split_axis(split_axis(qkv, 2, (3, d)), 3,
+                     (config.num_heads, self.head_dim))
     rope = dict(dims=config.rope_dims, scales=config.rope_scales)
     q_BxNxHxK = rope_3d(self.q_norm(qkv[:, :, 0]), coords_BxNx3, **rope)
     k_BxNxHxK = rope_3d(self.k_norm(qkv[:, :, 1]), coords_BxNx3, **rope)
@@ -125,6 +148,8 @@ class TokenBackbone(nnx.Module):
     return self.final_norm(x_BxNxD)
 
   def __call__(self, tokens_BxNxF, coords_BxNx3, mask_BxN):
+    _check_tokens(tokens_BxNxF, coords_BxNx3, mask_BxN, self.config.token_size,
+                  "tokens_BxNxF")
     out = self.decode(self.mix(self.embed(tokens_BxNxF), coords_BxNx3,
                                mask_BxN))
     return jnp.where(mask_BxN[..., None], out, jnp.zeros((), out.dtype))
@@ -193,19 +218,47 @@ class WAMRViT(nnx.Module):
     self.backbone = TokenBackbone(config, rngs=rngs)
 
   def __call__(self, tokens_BxTxPhxPwxC: jax.Array, trees: Quadtree) -> jax.Array:
-    b, t = tokens_BxTxPhxPwxC.shape[:2]
-    flat = tokens_BxTxPhxPwxC.reshape(b, t, -1)
+    expected = (*trees.level.shape, *trees.geometry.patch)
+    if trees.level.ndim != 2 or tokens_BxTxPhxPwxC.ndim != 5 or (
+        tokens_BxTxPhxPwxC.shape[:4] != expected):
+      raise ValueError(
+          f"WAMRViT: tokens_BxTxPhxPwxC must be (B, T, Ph, Pw, C) ="
+          f" {expected + ('C',)} for batched trees of level shape"
+          f" {trees.level.shape}; got {tuple(tokens_BxTxPhxPwxC.shape)}.")
+    ph, pw, channels = tokens_BxTxPhxPwxC.shape[2:]
+    flat = merge_axes(merge_axes(tokens_BxTxPhxPwxC, 3), 2)
     out = self.backbone(flat, leaf_coordinates(trees), trees.mask)
-    return out.reshape(tokens_BxTxPhxPwxC.shape)
+    return split_axis(split_axis(out, 2, (ph, pw * channels)), 3,
+                      (pw, channels))
 
 
 def patchify(fields_BxHxWxC: jax.Array, patch: int) -> jax.Array:
-  """``(B, H, W, C) -> (B, H/p, W/p, p, p, C)``."""
+  """``(B, H, W, C) -> (B, H/p, W/p, p, p, C)``.
+
+  Raises:
+    ValueError: ``fields_BxHxWxC`` is not 4-D, or ``patch`` is not an int
+      >= 1 dividing ``H`` and ``W``.
+  """
+  if isinstance(patch, bool) or not isinstance(patch, int) or patch < 1:
+    raise ValueError(f"patch must be an int >= 1; got {patch!r}.")
+  if fields_BxHxWxC.ndim != 4 or (fields_BxHxWxC.shape[1] % patch
+                                  or fields_BxHxWxC.shape[2] % patch):
+    raise ValueError(
+        f"fields_BxHxWxC must be (B, H, W, C) with H and W multiples of the"
+        f" patch {patch}; got shape {tuple(fields_BxHxWxC.shape)}.")
   return jax.vmap(lambda f: image_to_cells(f, (patch, patch)))(fields_BxHxWxC)
 
 
 def unpatchify(cells: jax.Array) -> jax.Array:
-  """Inverse of :func:`patchify`."""
+  """Inverse of :func:`patchify`.
+
+  Raises:
+    ValueError: ``cells`` is not ``(B, H/p, W/p, p, p, C)``.
+  """
+  if cells.ndim != 6:
+    raise ValueError(
+        "cells must be (B, H/p, W/p, p, p, C); got shape"
+        f" {tuple(cells.shape)}.")
   return jax.vmap(cells_to_image)(cells)
 
 
@@ -213,6 +266,8 @@ class UniformViT(nnx.Module):
   """Uniform-patch ViT on fields: ``model(fields_BxHxWxC) -> residual (B, H, W, C)``."""
 
   def __init__(self, config: BackboneConfig, patch: int, *, rngs: nnx.Rngs):
+    if isinstance(patch, bool) or not isinstance(patch, int) or patch < 1:
+      raise ValueError(f"patch must be an int >= 1; got {patch!r}.")
     self.patch = patch
     self.backbone = TokenBackbone(config, rngs=rngs)
 
@@ -225,5 +280,10 @@ class UniformViT(nnx.Module):
     coords = jnp.stack([cx.ravel(), cy.ravel(), jnp.zeros(rows * cols)], -1)
     coords = jnp.broadcast_to(coords[None], (b, rows * cols, 3))
     mask = jnp.ones((b, rows * cols), jnp.bool_)
-    out = self.backbone(cells.reshape(b, rows * cols, -1), coords, mask)
-    return unpatchify(out.reshape(cells.shape))
+    # (B, rows, cols, p, p, C) <-> (B, rows cols, p p C), one axis at a time.
+    flat = merge_axes(merge_axes(merge_axes(cells, 4), 3), 1)
+    out = self.backbone(flat, coords, mask)
+    ph, pw, channels = cells.shape[3:]
+    out = split_axis(split_axis(out, 2, (ph, pw * channels)), 3,
+                     (pw, channels))
+    return unpatchify(split_axis(out, 1, (rows, cols)))

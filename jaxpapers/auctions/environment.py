@@ -395,6 +395,9 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
          ) -> tuple[Observation, EnvState, jax.Array, jax.Array, dict[str, Any]]:
   """Bids ``action`` on the current arrival; a no-op once the episode is done.
 
+  ``action`` is one real bid (a scalar); a bid below the competing bid and
+  the reserve (a negative or NaN one included) loses.
+
   Returns:
     ``(obs, state, reward, done, info)``: ``reward`` is the revealed value
     since the last step minus this payment (all the rest at ``done``);
@@ -402,6 +405,15 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
     realised value minus payment, revealed or not).
   """
   del key  # the episode's randomness was drawn at reset
+  bid = jnp.asarray(action)
+  if bid.shape != () or not jnp.issubdtype(bid.dtype, jnp.number) or (
+      jnp.issubdtype(bid.dtype, jnp.complexfloating)):
+    raise ValueError("action must be one real bid (a scalar; vmap over"
+                     f" episodes for a batch); got {bid.dtype}{list(bid.shape)}.")
+  if state.arrivals.time.shape != (num_slots(params),):
+    raise ValueError(f"state holds {state.arrivals.time.shape[0]} arrival"
+                     f" slots but params make {num_slots(params)}: pass the"
+                     " params the state was reset with.")
   i = state.index
   a = state.arrivals
   active = i < state.num_valid

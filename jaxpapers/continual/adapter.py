@@ -20,7 +20,17 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
+
 EPS = 1e-12
+
+
+def check_features(x_BxD: jax.Array, features: int) -> None:
+  """Raises unless ``x_BxD`` is a real floating ``(..., features)`` array."""
+  if x_BxD.ndim < 1 or x_BxD.shape[-1] != features:
+    raise ValueError(f"x_BxD must end in the feature width {features};"
+                     f" got shape {x_BxD.shape}.")
+  tree.check_real_floating(x_BxD, "x_BxD")
 
 
 class LowRankAdapter(nnx.Module):
@@ -37,7 +47,8 @@ class LowRankAdapter(nnx.Module):
   """
 
   def __init__(self, features: int, rank: int, *, rngs: nnx.Rngs):
-    if features < 1 or rank < 1:
+    if not isinstance(features, int) or not isinstance(rank, int) or (
+        features < 1 or rank < 1):
       raise ValueError(
           f"features and rank must be >= 1; got {features}, {rank}.")
     scale = 1.0 / jnp.sqrt(jnp.asarray(features, jnp.float32))
@@ -46,8 +57,13 @@ class LowRankAdapter(nnx.Module):
     self.up_RxD = nnx.Param(jnp.zeros((rank, features)))
 
   def __call__(self, x_BxD: jax.Array) -> jax.Array:
-    hidden_BxR = jax.nn.relu(x_BxD @ self.down_DxR[...])
-    return x_BxD + hidden_BxR @ self.up_RxD[...]
+    check_features(x_BxD, self.down_DxR.shape[0])
+    # Weights sharded along an Explicit axis are gathered (FSDP-style): the
+    # rank axis is contracted, and a sharded contraction is refused there.
+    down_DxR, up_RxD = tree.gather_explicit(
+        (self.down_DxR[...], self.up_RxD[...]))[0]
+    hidden_BxR = jax.nn.relu(x_BxD @ down_DxR)
+    return x_BxD + hidden_BxR @ up_RxD
 
 
 class CosineClassifier(nnx.Module):
@@ -65,7 +81,8 @@ class CosineClassifier(nnx.Module):
 
   def __init__(self, features: int, num_classes: int, *, scale: float = 20.0,
                rngs: nnx.Rngs):
-    if features < 1 or num_classes < 1:
+    if not isinstance(features, int) or not isinstance(num_classes, int) or (
+        features < 1 or num_classes < 1):
       raise ValueError(
           f"features and num_classes must be >= 1; got {features},"
           f" {num_classes}.")
@@ -76,6 +93,7 @@ class CosineClassifier(nnx.Module):
         jax.random.normal(rngs.params(), (num_classes, features)))
 
   def __call__(self, x_BxD: jax.Array) -> jax.Array:
+    check_features(x_BxD, self.prototypes_CxD.shape[1])
     w_CxD = self.prototypes_CxD[...]
     x_unit = x_BxD / (jnp.linalg.norm(x_BxD, axis=-1, keepdims=True) + EPS)
     w_unit = w_CxD / (jnp.linalg.norm(w_CxD, axis=-1, keepdims=True) + EPS)

@@ -59,6 +59,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers import tree as tree_lib
 
@@ -181,7 +182,8 @@ def fuse(theta0: Params, previous: Params, task: Params, h_old: Params,
     Array([0.5, 0.5], dtype=float32)
   """
   _check_inputs(theta0, previous, task, h_old, h_new)
-  if isinstance(task_index, int) and task_index < 1:
+  if not isinstance(task_index, jax.core.Tracer) and (
+      np.ndim(task_index) != 0 or int(task_index) < 1):
     raise ValueError(f"task_index must be >= 1; got {task_index}.")
   treedef = jax.tree.structure(theta0)
   leaves = [treedef.flatten_up_to(t)
@@ -294,8 +296,10 @@ def objective(alpha: jax.Array, beta: jax.Array, theta0: Params,
   """The Taylor-model objective :math:`J` at :math:`g = \\theta_0 + \\alpha u + \\beta v`.
 
   ``two_coef``'s coefficients minimise it (up to the 1e-12 ridge); a
-  reference for tests and plots.
+  reference for tests and plots. Raises like :func:`fuse` for pytrees
+  unlike ``theta0``.
   """
+  _check_inputs(theta0, previous, task, h_old, h_new)
   fused = jax.tree.map(lambda z, p, a: z + alpha * (p - z) + beta * (a - z),
                        theta0, previous, task)
   quad = lambda h, x, c: sum(

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers import tree
 from jaxpapers.continual.adapter import CosineClassifier
 from jaxpapers.continual.adapter import LowRankAdapter
 from jaxpapers.curvature.fisher import diagonal_fisher
@@ -83,9 +84,42 @@ def init_learner(key: jax.Array, features: int, rank: int, num_classes: int,
                                          "head": nnx.to_pure_dict(head)}
 
 
+def _check_class_count(params: Params, name: str, value: jax.Array | int,
+                       low: int) -> None:
+  """A concrete class count in [low, C]; a traced one is taken as given."""
+  num_classes = params["head"]["prototypes_CxD"].shape[0]
+  if isinstance(value, jax.core.Tracer):
+    return
+  if np.ndim(value) != 0 or not np.issubdtype(np.asarray(value).dtype,
+                                              np.integer):
+    raise TypeError(f"{name} must be an int class count; got {value!r}.")
+  if not low <= int(value) <= num_classes:
+    raise ValueError(f"{name} must lie in [{low}, {num_classes}] (the head's"
+                     f" classes); got {int(value)}.")
+
+
+def _check_task(x_NxD: jax.Array, labels_N: jax.Array, weights_N: jax.Array
+                ) -> None:
+  if x_NxD.ndim != 2:
+    raise ValueError(f"x_NxD must be (N, D) features; got {x_NxD.shape}.")
+  num = x_NxD.shape[0]
+  if labels_N.shape != (num,) or not jnp.issubdtype(labels_N.dtype,
+                                                    jnp.integer):
+    raise ValueError(f"labels_N must be ({num},) int class ids; got"
+                     f" {labels_N.dtype}{list(labels_N.shape)}.")
+  if weights_N.shape != (num,) or not jnp.issubdtype(weights_N.dtype,
+                                                     jnp.floating):
+    raise ValueError(f"weights_N must be ({num},) float row weights; got"
+                     f" {weights_N.dtype}{list(weights_N.shape)}.")
+
+
 def logits(graphs: Graphs, params: Params, x_BxD: jax.Array,
            num_seen: jax.Array | int) -> jax.Array:
-  """Head logits of the adapted features; classes ``>= num_seen`` masked out."""
+  """Head logits of the adapted features; classes ``>= num_seen`` masked out.
+
+  A concrete ``num_seen`` must lie in [1, C].
+  """
+  _check_class_count(params, "num_seen", num_seen, 1)
   features_BxD = nnx.merge(graphs.adapter, params["adapter"])(x_BxD)
   logits_BxC = nnx.merge(graphs.head, params["head"])(features_BxD)
   seen_C = jnp.arange(logits_BxC.shape[-1]) < num_seen
@@ -94,11 +128,12 @@ def logits(graphs: Graphs, params: Params, x_BxD: jax.Array,
 
 def _example_losses(graphs, params, x_BxD, labels_B, num_seen):
   """:math:`-\\log p(y \\mid x)` per example over the seen classes."""
-  return optax.softmax_cross_entropy_with_integer_labels(
-      logits(graphs, params, x_BxD, num_seen), labels_B)
+  # The label's logit is read by a gather, which needs whole class rows:
+  # logits sharded along an Explicit axis (like the head) are gathered.
+  logits_BxC = tree.gather_explicit(logits(graphs, params, x_BxD, num_seen))[0]
+  return optax.softmax_cross_entropy_with_integer_labels(logits_BxC, labels_B)
 
 
-@functools.partial(jax.jit, static_argnames=("graphs", "training"))
 def train_task(graphs: Graphs, params: Params, x_NxD: jax.Array,
                labels_N: jax.Array, weights_N: jax.Array, key: jax.Array, *,
                num_seen: jax.Array | int, num_frozen: jax.Array | int,
@@ -110,12 +145,39 @@ def train_task(graphs: Graphs, params: Params, x_NxD: jax.Array,
   ``N`` rows in batches (``N`` must be a multiple of the batch size: pad
   with rows of weight 0); the batch loss is the weighted mean cross-entropy.
   The head rows of classes ``< num_frozen`` get no update.
+
+  Raises ``ValueError`` for rows, labels and weights of other lengths,
+  concrete ``num_seen`` outside [1, C] or ``num_frozen`` outside
+  [0, num_seen]. Labels at or above ``num_seen`` (traced, unchecked) have
+  a masked logit: their loss is about ``-MASKED_LOGIT``.
   """
+  _check_task(x_NxD, labels_N, weights_N)
+  _check_class_count(params, "num_seen", num_seen, 1)
+  _check_class_count(params, "num_frozen", num_frozen, 0)
+  if not isinstance(num_frozen, jax.core.Tracer) and not isinstance(
+      num_seen, jax.core.Tracer) and int(num_frozen) > int(num_seen):
+    raise ValueError(f"num_frozen {int(num_frozen)} must be <= num_seen"
+                     f" {int(num_seen)}: only seen classes can be frozen.")
+  return _train_task(graphs, params, x_NxD, labels_N, weights_N, key,
+                     num_seen=num_seen, num_frozen=num_frozen,
+                     training=training)
+
+
+@functools.partial(jax.jit, static_argnames=("graphs", "training"))
+def _train_task(graphs: Graphs, params: Params, x_NxD: jax.Array,
+                labels_N: jax.Array, weights_N: jax.Array, key: jax.Array, *,
+                num_seen: jax.Array | int, num_frozen: jax.Array | int,
+                training: TaskTraining = TaskTraining()) -> Params:
+  """:func:`train_task` after its checks, compiled."""
   num_examples = x_NxD.shape[0]
   if num_examples % training.batch_size:
     raise ValueError(
         f"x_NxD has {num_examples} rows, not a multiple of batch_size"
         f" {training.batch_size}: pad with rows of weight 0.")
+  # Every batch draws rows from the whole task: rows sharded along an
+  # Explicit axis are gathered, as a gather at shuffled indices needs.
+  x_NxD, labels_N, weights_N = tree.gather_explicit(
+      (x_NxD, labels_N, weights_N))[0]
   steps_per_epoch = num_examples // training.batch_size
   num_steps = training.epochs * steps_per_epoch
   cosine = optax.cosine_decay_schedule(training.learning_rate, num_steps)
@@ -160,6 +222,7 @@ def adapter_fisher(graphs: Graphs, params: Params, x_NxD: jax.Array,
   Rows of weight 0 (padding) are left out: their per-example gradients are
   zeroed and the mean is taken over the weighted rows.
   """
+  _check_task(x_NxD, labels_N, weights_N)
   def example_loss(adapter, example):
     x_D, label, weight = example
     loss = _example_losses(graphs, {"adapter": adapter, "head": params["head"]},
@@ -202,10 +265,17 @@ def class_incremental_metrics(task_accuracy: np.ndarray,
   """
   r = np.asarray(task_accuracy, np.float64)
   a = np.asarray(seen_accuracy, np.float64)
-  num_tasks = r.shape[0]
-  if r.shape != (num_tasks, num_tasks) or a.shape != (num_tasks,):
-    raise ValueError(f"task_accuracy must be (T, T) and seen_accuracy (T,);"
-                     f" got {r.shape} and {a.shape}.")
+  num_tasks = r.shape[0] if r.ndim else 0
+  if (num_tasks < 1 or r.shape != (num_tasks, num_tasks)
+      or a.shape != (num_tasks,)):
+    raise ValueError(f"task_accuracy must be (T, T) and seen_accuracy (T,),"
+                     f" T >= 1; got {r.shape} and {a.shape}.")
+  lower = r[np.tril_indices(num_tasks)]
+  for name, values in (("task_accuracy (on and below the diagonal)", lower),
+                       ("seen_accuracy", a)):
+    if not np.all((values >= 0) & (values <= 1)):
+      raise ValueError(f"{name} must be accuracies in [0, 1]; got"
+                       f" {values.tolist()}.")
   drops = [np.max(r[j:num_tasks - 1, j]) - r[-1, j]
            for j in range(num_tasks - 1)]
   return {"average_incremental_accuracy": float(np.mean(a)),

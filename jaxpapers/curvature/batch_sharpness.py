@@ -28,6 +28,7 @@ from jaxpapers import tree as tree_lib
 from jaxpapers.curvature.hvp import check_scalar_loss
 from jaxpapers.curvature.hvp import linearize_gradient
 from jaxpapers.curvature.hvp import quadratic_form
+from jaxpapers.curvature.hvp import split_examples
 
 Params = Any
 Batch = Any
@@ -158,15 +159,13 @@ def batch_sharpness(
   _check_batches(loss_fn, params, batches)
   if chunk_size == "auto":
     chunk_size = _auto_chunk_size(params, batches)
-  elif chunk_size is not None and (not isinstance(chunk_size, int)
-                                   or chunk_size < 1):
-    raise ValueError(f"chunk_size must be None or a positive int (or"
-                     f" 'auto'), got {chunk_size!r}.")
+  else:
+    _check_chunk_size(chunk_size, "(or 'auto')")
   per_draw = _per_draw_fn(loss_fn, params)
   if chunk_size is None:
     a, c = jax.vmap(per_draw)(batches)
   else:
-    a, c = jax.lax.map(per_draw, batches, batch_size=chunk_size)
+    a, c = _map_draws(per_draw, batches, chunk_size)
   return _finalize(_moments_of(a, c), estimator)
 
 
@@ -216,6 +215,10 @@ def batch_sharpness_adaptive(
     rule stopped.
   """
   _check_estimator(estimator)
+  for name, value in (("chunk_size", chunk_size), ("min_draws", min_draws),
+                      ("max_draws", max_draws)):
+    if not isinstance(value, int):
+      raise ValueError(f"{name} must be an int, got {value!r}.")
   if chunk_size < 1 or max_draws < chunk_size or max_draws % chunk_size:
     raise ValueError(
         f"max_draws={max_draws} must be a positive multiple of"
@@ -284,6 +287,7 @@ def gni(
     A :class:`GNIEstimate` (stderr over the K draws).
   """
   _check_batches(loss_fn, params, batches)
+  _check_chunk_size(chunk_size, "")
   full_grad, hvp_fn = linearize_gradient(
       loss_fn, params, data, num_chunks=num_chunks
   )
@@ -295,7 +299,7 @@ def gni(
   if chunk_size is None:
     values = jax.vmap(curvature_along)(batches)
   else:
-    values = jax.lax.map(curvature_along, batches, batch_size=chunk_size)
+    values = _map_draws(curvature_along, batches, chunk_size)
   norm_sq = tree_lib.vdot(full_grad, full_grad)
   k = values.shape[0]
   stderr = jnp.std(values, ddof=1) / jnp.sqrt(k) if k > 1 else jnp.nan
@@ -327,6 +331,26 @@ def _auto_chunk_size(params, batches) -> int | None:
   return None if chunk >= num_draws else chunk
 
 
+def _map_draws(fn, batches, chunk_size):
+  """``lax.map(fn, batches, batch_size=chunk_size)``, also on a sharded draw axis.
+
+  ``lax.map`` refuses a draw axis sharded along an Explicit mesh axis (it
+  scans over it); when ``chunk_size`` divides the draws, the chunks are cut
+  with the sharding moved to the draws within a chunk, so that every device
+  works on its share of each chunk.
+  """
+  leaves = jax.tree.leaves(batches)
+  num_draws = tree_lib.leading_size(batches, "batches")
+  if (not any(_explicitly_sharded_leading_axis(x) for x in leaves)
+      or num_draws % chunk_size):
+    return jax.lax.map(fn, batches, batch_size=chunk_size)
+  chunks = jax.tree.map(lambda x: split_examples(x, num_draws // chunk_size),
+                        batches)
+  # The per-draw outputs are scalars: gathered, they merge back to one axis.
+  out, _ = tree_lib.gather_explicit(jax.lax.map(jax.vmap(fn), chunks))
+  return jax.tree.map(lambda x: tree_lib.merge_axes(x, 0), out)
+
+
 def _explicitly_sharded_leading_axis(x) -> bool:
   sharding = getattr(jax.typeof(x), "sharding", None)
   mesh = getattr(sharding, "mesh", None)
@@ -349,6 +373,14 @@ def _first(sample_batches, key):
   return jax.tree.map(
       lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), stacked
   )
+
+
+def _check_chunk_size(chunk_size, alternatives):
+  if chunk_size is not None and (not isinstance(chunk_size, int)
+                                 or chunk_size < 1):
+    raise ValueError(f"chunk_size must be None or a positive int"
+                     f"{' ' + alternatives if alternatives else ''}, got"
+                     f" {chunk_size!r}.")
 
 
 def _check_estimator(estimator):

@@ -18,7 +18,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers import tree as tree_lib
+from jaxpapers.curvature.hvp import check_num_chunks
 from jaxpapers.curvature.hvp import check_scalar_loss
+from jaxpapers.curvature.hvp import split_examples
 
 Params = Any
 
@@ -56,12 +58,9 @@ def diagonal_fisher(
     Array([5., 2.], dtype=float32)
   """
   num_examples = tree_lib.leading_size(data, "data")
-  if num_chunks < 1 or num_examples % num_chunks:
-    raise ValueError(
-        f"num_chunks={num_chunks} must be a positive divisor of the number of"
-        f" examples in data ({num_examples})."
-    )
-  one_example = jax.tree.map(lambda x: x[0], data)
+  check_num_chunks(num_chunks, num_examples)
+  one_example = jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), data)
   check_scalar_loss(example_loss_fn, params, one_example)
   per_example_grad = jax.vmap(jax.grad(example_loss_fn), in_axes=(None, 0))
 
@@ -72,8 +71,7 @@ def diagonal_fisher(
   if num_chunks == 1:
     total = squared_sum(data)
   else:
-    chunks = jax.tree.map(
-        lambda x: x.reshape((num_chunks, -1) + x.shape[1:]), data)
+    chunks = jax.tree.map(lambda x: split_examples(x, num_chunks), data)
 
     def body(running, chunk):
       return jax.tree.map(jnp.add, running, squared_sum(chunk)), None

@@ -43,6 +43,43 @@ def check_scalar_loss(loss_fn: LossFn, params: Params, *args: Any) -> None:
     )
 
 
+def check_num_chunks(num_chunks: Any, num_examples: int) -> None:
+  """Raises ``ValueError`` unless ``num_chunks`` is an int dividing ``num_examples``."""
+  if (not isinstance(num_chunks, int) or num_chunks < 1
+      or num_examples % num_chunks):
+    raise ValueError(
+        f"num_chunks={num_chunks!r} must be a positive divisor (an int) of"
+        f" the number of examples in data ({num_examples})."
+    )
+
+
+def check_direction(v: Params, params: Params) -> None:
+  """Raises unless ``v`` has the structure, shapes and dtypes of ``params``.
+
+  ``jax.jvp`` refuses tangents of another dtype with a message that names
+  neither argument; a ``TypeError`` naming ``v`` comes first.
+  """
+  tree_lib.check_like(v, params, "v")
+  for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(params)):
+    if jnp.result_type(a) != jnp.result_type(b):
+      raise TypeError(f"v must have the dtypes of params: {jnp.result_type(a)}"
+                      f" vs {jnp.result_type(b)}.")
+
+
+def split_examples(x: jax.Array, num_chunks: int) -> jax.Array:
+  """``x`` of shape ``(n, ...)`` as ``(num_chunks, n // num_chunks, ...)``, to scan over.
+
+  ``lax.scan`` needs its scanned axis replicated: where the example axis is
+  sharded along an Explicit mesh axis, that sharding moves to the examples
+  within a chunk (each chunk is then split over the same devices).
+  """
+  chunks = tree_lib.split_axis(x, 0, (num_chunks, x.shape[0] // num_chunks))
+  spec = getattr(getattr(jax.typeof(x), "sharding", None), "spec", None)
+  if not spec or spec[0] is None:
+    return chunks
+  return jax.sharding.reshard(chunks, jax.P(None, *spec))
+
+
 def hvp(loss_fn: LossFn, params: Params, v: Params, *args: Any) -> Params:
   r"""Hessian-vector product :math:`\nabla^2 L(\theta)\, v`, forward-over-reverse.
 
@@ -70,7 +107,7 @@ def hvp(loss_fn: LossFn, params: Params, v: Params, *args: Any) -> Params:
     Array([0., 2., 6.], dtype=float32)
   """
   check_scalar_loss(loss_fn, params, *args)
-  tree_lib.check_like(v, params, "v")
+  check_direction(v, params)
   grad_fn = lambda p: jax.grad(loss_fn)(p, *args)
   return jax.jvp(grad_fn, (params,), (v,))[1]
 
@@ -103,7 +140,7 @@ def quadratic_form(loss_fn: LossFn, params: Params, v: Params,
     3.0
   """
   check_scalar_loss(loss_fn, params, *args)
-  tree_lib.check_like(v, params, "v")
+  check_direction(v, params)
   # Differentiate t -> L(theta + t v) rather than jvp in params with tangent v:
   # under vmap over directions the primal is then batched like the tangent,
   # which keeps Explicit-mesh sharding propagation happy.
@@ -138,20 +175,13 @@ def linearize_gradient(
   Returns:
     ``(grad, hvp_fn)``: the full-data gradient and ``v -> H v``.
   """
-  num_examples = tree_lib.leading_size(data, "data")
-  if num_chunks < 1 or num_examples % num_chunks:
-    raise ValueError(
-        f"num_chunks={num_chunks} must be a positive divisor of the number of"
-        f" examples in data ({num_examples})."
-    )
+  check_num_chunks(num_chunks, tree_lib.leading_size(data, "data"))
   check_scalar_loss(loss_fn, params, data)
   if num_chunks == 1:
     grad, hvp_fn = jax.linearize(lambda p: jax.grad(loss_fn)(p, data), params)
     return grad, hvp_fn
 
-  chunks = jax.tree.map(
-      lambda x: x.reshape((num_chunks, -1) + x.shape[1:]), data
-  )
+  chunks = jax.tree.map(lambda x: split_examples(x, num_chunks), data)
 
   def mean_over_chunks(fn):
     def body(total, chunk):

@@ -105,6 +105,8 @@ def lambda_max(
     raise ValueError(f"method must be 'lanczos' or 'power', got {method!r}.")
   if not isinstance(max_iters, int) or max_iters < 1:
     raise ValueError(f"max_iters must be a positive int, got {max_iters!r}.")
+  if isinstance(tol, (int, float)) and not tol >= 0:
+    raise ValueError(f"tol must be >= 0, got {tol!r}.")
   matvec, unravel, flat_params = tree_lib.flat_operator(hvp_fn, params)
   if flat_params.size == 0:
     raise ValueError("params has no entries: nothing to take an eigenvalue of.")

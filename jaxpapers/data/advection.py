@@ -22,6 +22,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
+
 
 @functools.partial(jax.jit, static_argnames=(
     "num_steps", "size", "min_discs", "max_discs", "background_modes"))
@@ -50,6 +52,14 @@ def advection_trajectory(key: jax.Array, *, num_steps: int, size: int = 64,
   Returns:
     ``u[t, y, x]`` for ``t = 0 .. num_steps``.
 
+  Raises:
+    ValueError: for ``num_steps < 0``, ``size < 1``, ``background_modes <
+      0`` or not ``0 <= min_discs <= max_discs`` (the static arguments). The
+      others are traced and cannot be checked: ``edge_width = 0`` gives NaN
+      on disc edges and a negative one inverted discs (amplitude outside,
+      none inside); a reversed ``radius_range`` still draws radii between
+      its two ends.
+
   Example:
     >>> import jax
     >>> from jaxpapers.data import advection_trajectory
@@ -60,6 +70,10 @@ def advection_trajectory(key: jax.Array, *, num_steps: int, size: int = 64,
     >>> bool(jax.numpy.allclose(u[2], jax.numpy.roll(u[0], 4, axis=1), atol=1e-5))
     True
   """
+  for name, value, low in (("num_steps", num_steps, 0), ("size", size, 1),
+                           ("background_modes", background_modes, 0)):
+    if value < low:
+      raise ValueError(f"{name} must be >= {low}; got {value}.")
   if not 0 <= min_discs <= max_discs:
     raise ValueError(
         f"need 0 <= min_discs <= max_discs; got {min_discs}, {max_discs}.")
@@ -83,7 +97,10 @@ def advection_trajectory(key: jax.Array, *, num_steps: int, size: int = 64,
   wavenumber = 2 * jnp.pi / size
 
   def per_mode(a):
-    return a.reshape(-1, 1, 1)
+    # One merge, then new axes: Explicit sharding of a batch (under vmap)
+    # refuses a reshape that merges and adds axes at once.
+    flat = tree.merge_axes(a, 0) if a.ndim == 2 else a
+    return flat[:, None, None]
 
   def frame(t):
     # Exact solution: the initial field at the back-traced positions.
@@ -107,8 +124,12 @@ def advection_trajectory(key: jax.Array, *, num_steps: int, size: int = 64,
 def advection_dataset(seed: int, num_trajectories: int, **kwargs) -> jax.Array:
   """``(num_trajectories, num_steps + 1, size, size)``: trajectory ``n`` from ``fold_in(key(seed), n)``.
 
-  ``kwargs`` go to :func:`advection_trajectory`.
+  ``kwargs`` go to :func:`advection_trajectory`; ``num_trajectories`` must be
+  >= 1 (``ValueError``).
   """
+  if num_trajectories < 1:
+    raise ValueError(
+        f"num_trajectories must be >= 1; got {num_trajectories}.")
   keys = jax.vmap(functools.partial(jax.random.fold_in, jax.random.key(seed))
                   )(jnp.arange(num_trajectories))
   return jax.vmap(functools.partial(advection_trajectory, **kwargs))(keys)

@@ -35,8 +35,29 @@ def minibatch_indices(
 
 
 def take(data: Any, indices: jax.Array) -> Any:
-  """Gathers ``indices`` along the leading axis of every leaf of ``data``."""
-  return jax.tree.map(lambda x: jnp.take(x, indices, axis=0), data)
+  """Gathers ``indices`` along the leading axis of every leaf of ``data``.
+
+  Leaves become ``indices.shape + leaf.shape[1:]``. As ``jnp.take``, an
+  index outside ``[-n, n)`` (not checkable when traced) reads a fill value:
+  NaN for floating leaves, the dtype's minimum for integer ones. On Explicit
+  mesh axes the result keeps the sharding of ``indices`` and of the leaves'
+  other axes.
+
+  Raises:
+    TypeError: for non-integer ``indices``.
+  """
+  dtype = jnp.result_type(indices)
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise TypeError(f"indices must be integers, got dtype {dtype}.")
+  index_spec = tree_lib.explicit_spec(indices)
+
+  def take_leaf(x):
+    spec = tree_lib.explicit_spec(x)
+    out = (None if spec is None or index_spec is None
+           else jax.P(*index_spec, *spec[1:]))
+    return jnp.asarray(x).at[indices].get(mode="fill", out_sharding=out)
+
+  return jax.tree.map(take_leaf, data)
 
 
 def sample_minibatches(
@@ -55,8 +76,14 @@ def sample_minibatches(
 
   Returns:
     A pytree like ``data`` with leaves of shape ``(K, batch_size, ...)``.
+
+  Raises:
+    ValueError: for leaves without a common leading size n >= 1, ``num_batches
+      < 1`` or ``batch_size`` outside ``[1, n]``.
   """
   num_examples = tree_lib.leading_size(data, "data")
+  if num_batches < 1:
+    raise ValueError(f"num_batches must be >= 1, got {num_batches}.")
   keys = jax.random.split(key, num_batches)
   indices = jax.vmap(
       lambda k: minibatch_indices(k, num_examples, batch_size)

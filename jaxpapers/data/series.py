@@ -162,6 +162,8 @@ def lorenz96(*, num_samples: int = 5000, num_dims: int = 8,
     )
   if noise < 0:
     raise ValueError(f"noise must be >= 0, got {noise}.")
+  if not dt > 0:
+    raise ValueError(f"dt must be > 0, got {dt}.")
   kick_key, noise_key = jax.random.split(jax.random.key(seed))
   x0 = forcing + 0.01 * jax.random.normal(kick_key, (num_dims,))
   num_burn = -(-burn_in // observe_every)
@@ -278,6 +280,8 @@ def sliding_windows(values: np.ndarray, lookback: int, horizon: int, *,
     ``(contexts (N, L, C), truths (N, H, C))``, N >= 1.
   """
   values = np.asarray(values)
+  if values.ndim != 2:
+    raise ValueError(f"values must be (T, C), got shape {values.shape}.")
   stop = values.shape[0] if stop is None else stop
   if lookback < 1 or horizon < 1 or stride < 1:
     raise ValueError(

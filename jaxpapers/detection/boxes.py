@@ -44,7 +44,7 @@ def box_iou(boxes_a_Nx4: jax.Array, boxes_b_Mx4: jax.Array) -> jax.Array:
 
   Raises:
     ValueError / TypeError: for arrays that are not ``(num_boxes, 4)``
-      floating point.
+      floating point of one dtype.
 
   Example:
     >>> import jax.numpy as jnp
@@ -55,6 +55,9 @@ def box_iou(boxes_a_Nx4: jax.Array, boxes_b_Mx4: jax.Array) -> jax.Array:
   """
   _check_boxes(boxes_a_Nx4, "boxes_a_Nx4")
   _check_boxes(boxes_b_Mx4, "boxes_b_Mx4")
+  if boxes_a_Nx4.dtype != boxes_b_Mx4.dtype:
+    raise TypeError("boxes_a_Nx4 and boxes_b_Mx4 must have the same dtype;"
+                    f" got {boxes_a_Nx4.dtype} and {boxes_b_Mx4.dtype}.")
   a, b = boxes_a_Nx4[:, None, :], boxes_b_Mx4[None, :, :]
   width = jnp.clip(jnp.minimum(a[..., 2], b[..., 2])
                    - jnp.maximum(a[..., 0], b[..., 0]), 0)

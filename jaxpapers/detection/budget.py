@@ -48,6 +48,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
+
 COUNTS = ("soft", "hard")
 
 
@@ -95,6 +97,9 @@ def confidences(class_logits_NxC: jax.Array) -> jax.Array:
   if class_logits_NxC.ndim != 2:
     raise ValueError("class_logits_NxC must have shape (num_proposals,"
                      f" num_classes); got {class_logits_NxC.shape}.")
+  if not jnp.issubdtype(class_logits_NxC.dtype, jnp.floating):
+    raise TypeError("class_logits_NxC must be floating point; got"
+                    f" {class_logits_NxC.dtype}.")
   return jax.lax.stop_gradient(jnp.max(jax.nn.sigmoid(class_logits_NxC), -1))
 
 
@@ -125,12 +130,18 @@ def soft_count(scores_N: jax.Array, threshold: float, count: str = "soft"
                ) -> jax.Array:
   r""":math:`\hat n = \sum_j s_j 1[s_j \ge \tau]` (``"soft"``) or :math:`\sum_j 1[s_j \ge \tau]` (``"hard"``).
 
+  ``scores_N`` are ``(N,)`` confidences in [0, 1] (see :func:`check_scores`),
+  ``threshold`` a confidence in [0, 1] and ``count`` one of ``COUNTS``.
+
   Example:
     >>> import jax.numpy as jnp
     >>> s = jnp.array([0.9, 0.5, 0.1])
     >>> round(float(soft_count(s, 0.2)), 4), float(soft_count(s, 0.2, "hard"))
     (1.4, 2.0)
   """
+  check_scores(scores_N)
+  _check_threshold(threshold)
+  _check_count(count)
   above_N = scores_N >= threshold
   if count == "hard":
     return jnp.sum(above_N.astype(scores_N.dtype))
@@ -141,14 +152,20 @@ def budget_from_count(count: jax.Array, *, rate: float, margin: int,
                       k_min: int, k_max: int) -> jax.Array:
   r""":math:`\operatorname{clip}(\lceil \rho\, n \rceil + m, K_{\min}, K_{\max})` as int32.
 
-  The rule of :func:`butr` on any count; with the true object count it is
-  the oracle budget.
+  The rule of :func:`butr` on any count (any shape, one budget per entry);
+  with the true object count it is the oracle budget. ``rate > 0``,
+  ``margin >= 0`` and ``1 <= k_min <= k_max`` (Python ints) are checked.
 
   Example:
     >>> int(budget_from_count(jnp.float32(200.0), rate=1.5, margin=50,
     ...                       k_min=100, k_max=900))
     350
   """
+  if not rate > 0:
+    raise ValueError(f"rate must be > 0 (queries per object); got {rate}.")
+  _check_int(margin, "margin", 0)
+  _check_int(k_min, "k_min", 1)
+  _check_int(k_max, "k_max", k_min)
   raw = jnp.ceil(rate * jnp.asarray(count, jnp.float32)) + margin
   return jnp.clip(raw, k_min, k_max).astype(jnp.int32)
 
@@ -264,7 +281,11 @@ def dq_detr(count_thresholds: tuple[int, ...] = (10, 100, 500),
     check_scores(scores_N, budgets[0])
     n = soft_count(jax.lax.stop_gradient(scores_N), threshold, count)
     bucket = jnp.sum(n.astype(jnp.float32) >= thresholds)
-    return jnp.minimum(table[bucket], scores_N.shape[0])
+    # A one-hot pick, not table[bucket]: a gather whose index is sharded
+    # along a batch (vmap over sharded images) has no inferable Explicit
+    # output sharding.
+    picked = jnp.sum(jnp.where(jnp.arange(table.shape[0]) == bucket, table, 0))
+    return jnp.minimum(picked, scores_N.shape[0])
 
   return Budgeter("DQ-DETR buckets", budget, budgets[0], budgets[-1])
 
@@ -277,7 +298,12 @@ def share_batch_max(budgets_B: jax.Array) -> jax.Array:
     >>> share_batch_max(jnp.array([300, 900, 500])).tolist()
     [900, 900, 900]
   """
-  return jnp.broadcast_to(jnp.max(budgets_B), budgets_B.shape)
+  if budgets_B.ndim != 1 or not jnp.issubdtype(budgets_B.dtype, jnp.integer):
+    raise ValueError("budgets_B must be a 1-D integer array (one budget per"
+                     f" image); got {budgets_B.dtype} of shape"
+                     f" {budgets_B.shape}.")
+  shared_B = jnp.broadcast_to(jnp.max(budgets_B), budgets_B.shape)
+  return tree.reshard_like(shared_B, budgets_B)  # sharded like the batch
 
 
 def top_k_queries(scores_N: jax.Array, budget: jax.Array, *, max_budget: int
@@ -311,7 +337,10 @@ def top_k_queries(scores_N: jax.Array, budget: jax.Array, *, max_budget: int
   if budget.shape != () or not jnp.issubdtype(budget.dtype, jnp.integer):
     raise ValueError(f"budget must be an integer scalar; got {budget.dtype}"
                      f" of shape {budget.shape}.")
-  top_scores, indices = jax.lax.top_k(scores_N, max_budget)
+  # top_k needs its axis whole: proposals sharded along an Explicit axis are
+  # gathered first.
+  top_scores, indices = jax.lax.top_k(tree.gather_explicit(scores_N)[0],
+                                      max_budget)
   valid = jnp.arange(max_budget) < budget
   return QuerySelection(indices, top_scores, valid,
                         jnp.minimum(budget, max_budget).astype(jnp.int32))

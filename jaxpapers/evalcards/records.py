@@ -9,6 +9,7 @@ signals compare them without anything written by hand.
 import datetime
 import json
 import math
+import numbers
 import os
 from typing import Any, Iterable, Mapping, NamedTuple
 
@@ -26,13 +27,26 @@ def result_entry(evaluation_name: str, score: float, *, lower_is_better: bool,
                  description: str | None = None) -> dict[str, Any]:
   """One ``evaluation_results[]`` entry (None fields are left out).
 
+  A non-finite ``standard_error`` (NaN: not estimated) is left out.
+
   Raises:
     ValueError: for a score that is not a finite number (EEE scores are JSON
-      numbers; a NaN is no score).
+      numbers; a NaN is no score), bounds with ``max_score <= min_score`` or
+      only one of them, a negative ``standard_error`` or ``num_samples < 1``.
   """
   if not isinstance(score, (int, float)) or not math.isfinite(score):
     raise ValueError(f"score of {evaluation_name!r}/{metric_id!r} must be a"
                      f" finite number, got {score!r}.")
+  if (min_score is None) != (max_score is None) or (
+      min_score is not None and not max_score > min_score):
+    raise ValueError(f"min_score and max_score must be given together with"
+                     f" max_score > min_score; got {min_score!r},"
+                     f" {max_score!r}.")
+  if standard_error is not None and standard_error < 0:
+    raise ValueError(f"standard_error must be >= 0; got {standard_error!r}.")
+  if num_samples is not None and (not isinstance(num_samples, numbers.Integral)
+                                  or num_samples < 1):
+    raise ValueError(f"num_samples must be an int >= 1; got {num_samples!r}.")
   config = {"lower_is_better": bool(lower_is_better), "metric_id": metric_id,
             "metric_kind": metric_kind, "metric_unit": metric_unit,
             "evaluation_description": description}

@@ -9,6 +9,8 @@ Both modes read the same :func:`summary`; only words and badges differ.
 from typing import Any, Mapping
 
 AUDIENCES = ("research", "policy")
+# A result's source: an evaluator relationship, or none recorded.
+_SOURCES = ("first_party", "third_party", "collaborative", "unspecified")
 
 
 def summary(analysis: Mapping[str, Any],
@@ -23,6 +25,10 @@ def summary(analysis: Mapping[str, Any],
   """
   results, groups = analysis["results"], analysis["groups"]
   if reproducibility_sources is not None:
+    unknown = sorted(set(reproducibility_sources) - set(_SOURCES))
+    if unknown or isinstance(reproducibility_sources, str):
+      raise ValueError(f"reproducibility_sources must be a tuple of"
+                       f" {_SOURCES}; got {reproducibility_sources!r}.")
     results = [r for r in results if r["source"] in reproducibility_sources]
   flagged = [r for r in results if r["reproducibility"]["flagged"]]
   missing = sorted({f for r in flagged for f in r["reproducibility"]["missing"]})

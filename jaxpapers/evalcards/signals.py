@@ -33,6 +33,8 @@ group.
 import statistics
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
+from jaxpapers.evalcards import schema
+
 GENERATIVE_FIELDS = ("temperature", "max_tokens")
 AGENTIC_FIELDS = ("harness", "eval_plan", "eval_limits")
 REPRO_FIELDS = ("seeds", "versions.jax", "versions.jaxlib", "versions.optax",
@@ -65,12 +67,22 @@ class Row(NamedTuple):
 
 
 def normalize_organization(name: str | None) -> str:
-  """Trimmed, single-spaced, lower-cased: "OpenAI " and "openai" are one organisation."""
+  """Trimmed, single-spaced, lower-cased: "OpenAI " and "openai" are one organisation.
+
+  ``None`` is the empty name; anything else but a string raises ``TypeError``.
+  """
+  if name is not None and not isinstance(name, str):
+    raise TypeError(f"an organisation name must be a string or None; got"
+                    f" {name!r}.")
   return " ".join((name or "").split()).lower()
 
 
 def divergence_threshold(metric_config: Mapping[str, Any]) -> float:
-  """The score spread above which rows of a group diverge (see module docstring)."""
+  """The score spread above which rows of a group diverge (see module docstring).
+
+  Raises ``ValueError`` for bounds with ``max_score <= min_score`` (no
+  positive spread).
+  """
   unit = str(metric_config.get("metric_unit") or "").strip().lower()
   if unit in PERCENT_UNITS:
     return 5.0
@@ -78,14 +90,22 @@ def divergence_threshold(metric_config: Mapping[str, Any]) -> float:
     return 0.05
   low, high = metric_config.get("min_score"), metric_config.get("max_score")
   if low is not None and high is not None:
+    if not float(high) > float(low):
+      raise ValueError(f"metric_config needs max_score > min_score; got"
+                       f" min_score={low!r}, max_score={high!r}.")
     return 0.05 * (float(high) - float(low))
   return 0.05
 
 
 def rows(records: Iterable[Mapping[str, Any]]) -> list[Row]:
-  """Every result of every (valid) record as a :class:`Row`."""
+  """Every result of every record as a :class:`Row`.
+
+  Raises :class:`schema.RecordError` naming the first failing field of a
+  record that does not validate.
+  """
   out = []
   for record in records:
+    schema.validate_record(record)
     source = record.get("source_metadata", {})
     relationship = source.get("evaluator_relationship")
     if relationship not in RELATIONSHIPS:
@@ -130,6 +150,7 @@ def reproducibility(row: Row) -> dict[str, Any]:
 
 def provenance(group_rows: Sequence[Row]) -> dict[str, Any]:
   """Sources of one group: who reported it, and whether only the developer did."""
+  _check_group(group_rows)
   organizations = sorted({r.organization for r in group_rows})
   return {
       "sources": sorted({r.relationship for r in group_rows}),
@@ -142,6 +163,7 @@ def provenance(group_rows: Sequence[Row]) -> dict[str, Any]:
 
 def comparability(group_rows: Sequence[Row]) -> dict[str, Any]:
   """Variant and cross-party divergence of one group (None: not applicable)."""
+  _check_group(group_rows)
   threshold = divergence_threshold(group_rows[0].metric_config)
   variant, variant_fields = None, set()
   for organization in {r.organization for r in group_rows}:
@@ -237,6 +259,15 @@ def corpus(all_rows: Sequence[Row], groups: Sequence[Mapping[str, Any]]
       "share_cross_party_divergent": share([
           g["comparability"]["cross_party_divergence"] for g in groups]),
   }
+
+
+def _check_group(group_rows: Sequence[Row]) -> None:
+  if not group_rows or not all(isinstance(r, Row) for r in group_rows):
+    raise ValueError("group_rows must be a non-empty sequence of Rows (see"
+                     f" rows()); got {group_rows!r:.80}.")
+  if len({r.group for r in group_rows}) != 1:
+    raise ValueError("group_rows must share one (model, evaluation, metric)"
+                     f" group; got {sorted({r.group for r in group_rows})}.")
 
 
 def _differing_fields(setups: Sequence[Mapping[str, Any]]) -> set[str]:

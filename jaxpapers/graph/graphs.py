@@ -61,6 +61,11 @@ def make_graph(
     raise ValueError(
         f"features must be (num_nodes, num_features); got shape {features.shape}."
     )
+  if not jnp.issubdtype(features.dtype, jnp.floating):
+    raise TypeError(
+        f"features must be floating-point node features, got dtype"
+        f" {features.dtype}."
+    )
   num_nodes = features.shape[0]
   senders = np.asarray(senders, np.int32)
   receivers = np.asarray(receivers, np.int32)
@@ -94,7 +99,17 @@ def make_graph(
 
 def symmetrize(senders: np.ndarray, receivers: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
-  """Both directions of every edge, without duplicates or self loops."""
+  """Both directions of every edge, without duplicates or self loops.
+
+  Raises:
+    ValueError: unless ``senders`` and ``receivers`` are 1-D and equally long.
+  """
+  senders, receivers = np.asarray(senders), np.asarray(receivers)
+  if senders.shape != receivers.shape or senders.ndim != 1:
+    raise ValueError(
+        "senders and receivers must be 1-D and of equal length; got"
+        f" {senders.shape} and {receivers.shape}."
+    )
   pairs = np.concatenate([np.stack([senders, receivers], 1),
                           np.stack([receivers, senders], 1)])
   pairs = np.unique(pairs[pairs[:, 0] != pairs[:, 1]], axis=0)
@@ -102,6 +117,7 @@ def symmetrize(senders: np.ndarray, receivers: np.ndarray
 
 
 def node_features(graph: GraphsTuple) -> jax.Array:
+  """``(N, F)`` node features (padding rows included)."""
   return graph.nodes[FEATURES]
 
 
@@ -124,6 +140,7 @@ def zero_out_padding(graph: GraphsTuple) -> GraphsTuple:
 
   jraph's version calls ``jax.tree_map``, which jax removed in 0.6.
   """
+  check_graph(graph, "graph")
   mask = node_mask(graph)
   edge_real = jnp.logical_and(mask[graph.senders], mask[graph.receivers])
 
@@ -236,7 +253,15 @@ def pad_graph(graph: GraphsTuple, num_nodes: int, num_edges: int,
 
 def pad_to_common_size(graphs: Sequence[GraphsTuple], multiple: int = 64
                        ) -> list[GraphsTuple]:
-  """Pads every graph to the same static shape, so one compilation serves all."""
+  """Pads every graph to the same static shape, so one compilation serves all.
+
+  Sizes are the next multiple of ``multiple`` (a positive int) above the
+  largest graph's; ``graphs`` must not be empty.
+  """
+  if not graphs:
+    raise ValueError("graphs is empty: there is no size to pad to.")
+  if not isinstance(multiple, int) or multiple < 1:
+    raise ValueError(f"multiple must be a positive int, got {multiple!r}.")
   num_nodes = padded_size(max(int(np.sum(g.n_node)) for g in graphs), multiple)
   num_edges = padded_size(max(int(np.sum(g.n_edge)) for g in graphs), multiple)
   num_graphs = max(np.shape(g.n_node)[0] for g in graphs) + 1
@@ -244,8 +269,19 @@ def pad_to_common_size(graphs: Sequence[GraphsTuple], multiple: int = 64
 
 
 def batch(graphs: Sequence[GraphsTuple]) -> GraphsTuple:
-  """Disjoint union of graphs (jraph.batch); node masks are concatenated."""
-  return jraph.batch(list(graphs))
+  """Disjoint union of graphs (jraph.batch); node masks are concatenated.
+
+  Every graph must follow the node dict convention (:func:`check_graph`)
+  with the same feature width; ``graphs`` must not be empty.
+  """
+  graphs = list(graphs)
+  if not graphs:
+    raise ValueError("graphs is empty: there is nothing to batch.")
+  check_graph(graphs[0], "graphs[0]")
+  width = graphs[0].nodes[FEATURES].shape[1]
+  for i, g in enumerate(graphs[1:], 1):
+    check_graph(g, f"graphs[{i}]", feature_width=width)
+  return jraph.batch(graphs)
 
 
 EDGE_CHUNK = 2048
@@ -265,8 +301,8 @@ def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array, *,
   ``1 + sum w`` zero or negative and its ``D^-1/2`` NaN. Concrete weights are
   checked (``ValueError``); traced ones cannot be, and give NaN rows there.
   """
-  if edge_chunk < 1:
-    raise ValueError(f"edge_chunk must be >= 1, got {edge_chunk}.")
+  if not isinstance(edge_chunk, int) or edge_chunk < 1:
+    raise ValueError(f"edge_chunk must be an int >= 1, got {edge_chunk!r}.")
   x_NxD = jnp.asarray(x_NxD)
   num_nodes = node_mask(graph).shape[0]
   if x_NxD.ndim != 2 or x_NxD.shape[0] != num_nodes:

@@ -437,7 +437,7 @@ def teacher_forcing_loss(
     contexts: ``(B, ...)`` states.
     targets: ``(B, P_out, ...)`` the true next blocks, shaped like the
       predictions.
-    lam: the penalty weight.
+    lam: the penalty weight (>= 0; checked when concrete).
     feedback: the state update, default :func:`shift_feedback`.
     feedback_len: rows fed back, default ``min(24, P_out)``.
 
@@ -456,6 +456,20 @@ def teacher_forcing_loss(
     >>> float(loss), float(task_loss), float(penalty)
     (1.5, 1.0, 0.25)
   """
+  _check_batch(contexts, targets)
+  try:
+    if not float(lam) >= 0:
+      raise ValueError(f"lam must be >= 0 (a penalty weight), got {lam!r}.")
+  except jax.errors.ConcretizationTypeError:
+    pass  # traced (e.g. vmapped over lambdas): cannot be checked here
+  prediction = jax.eval_shape(predict_fn, params,
+                              jax.ShapeDtypeStruct(contexts.shape[1:],
+                                                   contexts.dtype))
+  if tuple(targets.shape[1:]) != tuple(prediction.shape):
+    raise ValueError(
+        f"targets must be (B, *prediction.shape) = (B, {prediction.shape}),"
+        f" shaped like the predictions; got {tuple(targets.shape)}."
+    )
   predictions = jax.vmap(predict_fn, (None, 0))(params, contexts)
   task_loss = jnp.mean(jnp.square(predictions - targets))
   penalty = jnp.mean(jax.vmap(lambda c, t: rollout_consistency(
@@ -507,9 +521,22 @@ def _rollouts(predict_fn, params, contexts, targets, feedback, feedback_len):
     raise ValueError(
         f"targets must be (B, H, ...), got shape {tree_lib.shape_of(targets)}."
     )
+  _check_batch(contexts, targets)
   return jax.vmap(lambda c: free_running_rollout(
       predict_fn, params, c, targets.shape[1], feedback=feedback,
       feedback_len=feedback_len))(contexts)
+
+
+def _check_batch(contexts: jax.Array, targets: jax.Array) -> None:
+  """One target per context: the leading (batch) sizes must agree."""
+  context_shape, target_shape = (tree_lib.shape_of(contexts),
+                                 tree_lib.shape_of(targets))
+  if not context_shape or not target_shape or (
+      context_shape[0] != target_shape[0]):
+    raise ValueError(
+        "contexts and targets must share their leading (batch) axis, one"
+        f" target per context; got {context_shape} and {target_shape}."
+    )
 
 
 class HorizonErrors(NamedTuple):
@@ -577,12 +604,12 @@ def valid_prediction_time(predictions: jax.Array, targets: jax.Array,
   Args:
     predictions: ``(B, H, ...)`` forecasts.
     targets: the truth, shaped like ``predictions``.
-    threshold: the largest valid RMS error, in the units of the data (e.g.
-      training standard deviations for z-normalised series).
+    threshold: the largest valid RMS error (>= 0), in the units of the data
+      (e.g. training standard deviations for z-normalised series).
 
   Returns:
     ``(B,)`` integer steps in ``[0, H]``; ``H`` where no step exceeds the
-    threshold.
+    threshold. A NaN error (a diverged rollout) counts as exceeding it.
 
   Example:
     >>> import jax.numpy as jnp
@@ -591,11 +618,18 @@ def valid_prediction_time(predictions: jax.Array, targets: jax.Array,
     Array([1, 3], dtype=int32)
   """
   _check_batch_of_horizons(predictions, targets)
+  try:
+    if not float(threshold) >= 0:
+      raise ValueError(f"threshold must be >= 0 (an RMS error), got"
+                       f" {threshold!r}.")
+  except jax.errors.ConcretizationTypeError:
+    pass  # traced: cannot be checked here
   dtype = jnp.result_type(predictions.dtype, targets.dtype)
   error = predictions.astype(dtype) - targets.astype(dtype)
   rms_BxH = jnp.sqrt(jnp.mean(jnp.square(error),
                               axis=tuple(range(2, error.ndim))))
-  exceeded = rms_BxH > threshold
+  # Written as "not within" so that a NaN error ends the valid time.
+  exceeded = ~(rms_BxH <= threshold)
   return jnp.where(jnp.any(exceeded, axis=1), jnp.argmax(exceeded, axis=1),
                    exceeded.shape[1])
 

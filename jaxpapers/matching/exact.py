@@ -27,11 +27,23 @@ def cost_matrix(points_a: jax.Array, points_b: jax.Array, p: float
                 ) -> jax.Array:
   r"""``C[i, j] = \|a_i - b_j\|_p^p`` for ``[n, d]`` and ``[m, d]`` points.
 
+  Raises ``ValueError`` for points that are not float ``[n, d]`` / ``[m, d]``
+  arrays of one ``d``, or ``p <= 0``.
+
   Example:
     >>> import jax.numpy as jnp
     >>> cost_matrix(jnp.zeros((1, 2)), jnp.array([[3.0, 4.0]]), p=2).tolist()
     [[25.0]]
   """
+  for name, points in (("points_a", points_a), ("points_b", points_b)):
+    if points.ndim != 2 or not jnp.issubdtype(points.dtype, jnp.floating):
+      raise ValueError(f"{name} must be a float [num_points, d] array; got"
+                       f" {points.dtype}{list(points.shape)}.")
+  if points_a.shape[1] != points_b.shape[1]:
+    raise ValueError("points_a and points_b must have the same dimension d;"
+                     f" got {points_a.shape[1]} and {points_b.shape[1]}.")
+  if not p > 0:
+    raise ValueError(f"p must be > 0; got {p!r}.")
   diff = points_a[:, None, :] - points_b[None, :, :]
   return jnp.sum(jnp.abs(diff) ** p, axis=-1)
 

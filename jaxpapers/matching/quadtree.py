@@ -80,7 +80,7 @@ import jax.numpy as jnp
 import numpy as np
 
 INSERT, DELETE = 0, 1
-_CAPACITY_BIT, _MISSING_BIT, _TABLE_BIT = 1, 2, 4
+_CAPACITY_BIT, _MISSING_BIT, _TABLE_BIT, _INVALID_BIT = 1, 2, 4, 8
 # Hash-table entries read per lookup. A level holds at most 2 capacity live
 # cells in T >= 4 capacity entries (load <= 1/2), so under an idealised
 # random hash a full window of 32 has probability about 2**-32 per new cell.
@@ -115,7 +115,9 @@ class QuadtreeState(NamedTuple):
       entry is in use while its counts are not both zero.
     imbalance: :math:`D_j` per level ``j = 1..L``, ``[L]`` int32.
     error: bit 1 a full side, bit 2 a deletion of a missing point, bit 4 a
-      full hash-table window (the last two never set by valid streams).
+      full hash-table window, bit 8 an operation whose side is not 0 or 1 or
+      whose kind is neither INSERT nor DELETE (the last three never set by
+      valid streams).
   """
 
   shift: jax.Array
@@ -164,6 +166,8 @@ def raise_errors(state: QuadtreeState) -> None:
   Raises:
     CapacityError: an insertion found its side (or a hash window) full.
     MissingPointError: a deletion named a slot without a live point.
+    ValueError: an operation named a side other than 0 and 1, or a kind
+      other than INSERT and DELETE.
   """
   error = int(np.max(np.asarray(state.error)))  # max: a vmapped batch
   if error & _CAPACITY_BIT:
@@ -172,6 +176,9 @@ def raise_errors(state: QuadtreeState) -> None:
   if error & _TABLE_BIT:
     raise CapacityError(f"insert: {WINDOW} hash-table entries in a row were"
                         " in use (a hash overflow); the operation was skipped.")
+  if error & _INVALID_BIT:
+    raise ValueError("an operation's side must be 0 (A) or 1 (B) and its kind"
+                     " INSERT (0) or DELETE (1); the operation was skipped.")
   if error & _MISSING_BIT:
     raise MissingPointError("delete: `slot` holds no live point of that side;"
                             " the operation was skipped.")
@@ -278,19 +285,24 @@ class ShiftedQuadtree:
     d, cap, levels, size = (self.dim, self.capacity, self.num_levels,
                             self.table_size)
     shift = jax.random.uniform(key, (d,), maxval=self.domain)
+    # Every field is typed like the shift (full_like), so inside shard_map
+    # the scan over operations carries device-varying values from the start.
+    full = lambda shape, dtype, value=0: jnp.full_like(shift, value, dtype,
+                                                       shape=shape)
     # The stack's top is its last entry: slots are handed out 0, 1, 2, ...
-    free = jnp.tile(jnp.arange(cap - 1, -1, -1, dtype=jnp.int32), (2, 1))
+    free = (full((2, cap), jnp.int32)
+            + jnp.arange(cap - 1, -1, -1, dtype=jnp.int32)[None])
     return QuadtreeState(
         shift=shift,
-        points_sd=jnp.zeros((2, cap, d)),
-        alive_s=jnp.zeros((2, cap), bool),
-        cell_sl=jnp.zeros((2, cap, levels), jnp.int32),
+        points_sd=full((2, cap, d), shift.dtype),
+        alive_s=full((2, cap), bool, False),
+        cell_sl=full((2, cap, levels), jnp.int32),
         free_s=free,
-        num_free=jnp.full((2,), cap, jnp.int32),
-        cell_keys=jnp.zeros((levels, size, d), jnp.int32),
-        cell_counts=jnp.zeros((levels, size, 2), jnp.int32),
-        imbalance=jnp.zeros((levels,), jnp.int32),
-        error=jnp.zeros((), jnp.int32))
+        num_free=full((2,), jnp.int32, cap),
+        cell_keys=full((levels, size, d), jnp.int32),
+        cell_counts=full((levels, size, 2), jnp.int32),
+        imbalance=full((levels,), jnp.int32),
+        error=full((), jnp.int32))
 
   def sizes(self, state: QuadtreeState) -> jax.Array:
     """``[|A|, |B|]``, the live points per side."""
@@ -331,11 +343,12 @@ class ShiftedQuadtree:
     about twice as fast per operation inside ``lax.scan`` on CPU.
     """
     cap, levels = self.capacity, jnp.arange(self.num_levels)
+    valid = ((side == 0) | (side == 1)) & ((kind == INSERT) | (kind == DELETE))
     is_insert = kind == INSERT
     top = state.num_free[side] - 1
     asked = jnp.clip(slot, 0, cap - 1)
-    insert_ok = is_insert & (top >= 0)
-    delete_ok = (~is_insert & (slot >= 0) & (slot < cap)
+    insert_ok = valid & is_insert & (top >= 0)
+    delete_ok = (valid & ~is_insert & (slot >= 0) & (slot < cap)
                  & state.alive_s[side, asked])
     slot = jnp.where(is_insert, state.free_s[side, jnp.maximum(top, 0)], asked)
     coords_ld = self.cell_coords(state.shift, point)
@@ -349,9 +362,12 @@ class ShiftedQuadtree:
     new_l2 = old_l2.at[:, side].add(change)
     gap = lambda c: jnp.abs(c[:, 0] - c[:, 1])
     push = jnp.minimum(state.num_free[side], cap - 1)
-    error = (jnp.where(is_insert & (top < 0), _CAPACITY_BIT, 0)
-             | jnp.where(is_insert & (top >= 0) & ~insert_ok, _TABLE_BIT, 0)
-             | jnp.where(~is_insert & ~delete_ok, _MISSING_BIT, 0))
+    error = jnp.where(
+        valid,
+        jnp.where(is_insert & (top < 0), _CAPACITY_BIT, 0)
+        | jnp.where(is_insert & (top >= 0) & ~insert_ok, _TABLE_BIT, 0)
+        | jnp.where(~is_insert & ~delete_ok, _MISSING_BIT, 0),
+        _INVALID_BIT)
     return state._replace(
         points_sd=state.points_sd.at[side, slot].set(
             jnp.where(insert_ok, point, state.points_sd[side, slot])),
@@ -376,7 +392,9 @@ class ShiftedQuadtree:
       ``(state, slot)``: the new state and the slot the point occupies.
 
     Raises:
-      ValueError: ``point`` is not a float ``[d]`` array (at trace time).
+      ValueError: ``point`` is not a float ``[d]`` array (at trace time), or
+        called eagerly with a ``side`` other than 0 and 1 (under ``jit`` the
+        insertion is skipped and recorded in ``state.error``).
       CapacityError: called eagerly on a full side (under ``jit`` the
         insertion is skipped and recorded in ``state.error``).
     """
@@ -395,6 +413,8 @@ class ShiftedQuadtree:
     Raises:
       MissingPointError: called eagerly on a slot without a live point
         (under ``jit`` the deletion is skipped and recorded in ``state.error``).
+      ValueError: called eagerly with a ``side`` other than 0 and 1 (under
+        ``jit``, skipped and recorded as well).
     """
     new, _ = _compiled_update(self, state, jnp.int32(DELETE),
                               jnp.asarray(side, jnp.int32),
@@ -412,11 +432,22 @@ class ShiftedQuadtree:
       ``(state, slots)``: per operation the slot inserted into or deleted.
 
     Raises:
-      ValueError: ``ops.point`` is not a float ``[B, d]`` array.
+      ValueError: ``ops.point`` is not a float ``[B, d]`` array or
+        ``ops.kind``/``side``/``slot`` not int ``[B]`` arrays; called
+        eagerly, an operation with a side other than 0/1 or a kind other than
+        INSERT/DELETE (skipped and recorded under ``jit``).
       CapacityError, MissingPointError: called eagerly, when an operation
         failed (it was skipped; the others were applied).
     """
     self._check_point(ops.point, "ops.point", batched=True)
+    for name in ("kind", "side", "slot"):
+      field = jnp.asarray(getattr(ops, name))
+      if field.shape != ops.point.shape[:1] or not jnp.issubdtype(
+          field.dtype, jnp.integer):
+        raise ValueError(
+            f"ops.{name} must be an int array of shape"
+            f" [{ops.point.shape[0]}] (one per ops.point row); got"
+            f" {field.dtype}{list(field.shape)}.")
     new, slots = _compiled_apply(self, state, ops._replace(
         kind=ops.kind.astype(jnp.int32), side=ops.side.astype(jnp.int32),
         slot=ops.slot.astype(jnp.int32),
@@ -431,7 +462,15 @@ class ShiftedQuadtree:
 
   def build(self, key: jax.Array, points_a: jax.Array, points_b: jax.Array
             ) -> QuadtreeState:
-    """A structure holding ``points_a`` in A slots 0.. and ``points_b`` in B slots 0..."""
+    """A structure holding ``points_a`` in A slots 0.. and ``points_b`` in B slots 0...
+
+    Raises:
+      ValueError: ``points_a`` or ``points_b`` is not a float ``[n, d]``
+        array.
+      CapacityError: called eagerly with more points than ``capacity``.
+    """
+    self._check_point(points_a, "points_a", batched=True)
+    self._check_point(points_b, "points_b", batched=True)
     points = jnp.concatenate([points_a, points_b])
     sides = jnp.concatenate([jnp.zeros(len(points_a), jnp.int32),
                              jnp.ones(len(points_b), jnp.int32)])
@@ -502,7 +541,9 @@ class ShiftedQuadtree:
           jnp.where(matched, mate, partner_n[order]))
 
     partner_n = jax.lax.fori_loop(0, self.num_levels + 1, match_level,
-                                  jnp.full(2 * cap, -1, jnp.int32))
+                                  # typed like the state (see init)
+                                  jnp.full_like(state.error, -1,
+                                                shape=(2 * cap,)))
     slot_of = jnp.where(partner_n >= 0, partner_n % cap, -1)
     return Matching(slot_of[:cap], slot_of[cap:])
 

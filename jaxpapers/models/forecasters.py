@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
+
 
 def moving_average(x_LxC: jax.Array, kernel: int) -> jax.Array:
   """Centred moving average over rows with edge replication (DLinear's trend).
@@ -27,10 +29,16 @@ def moving_average(x_LxC: jax.Array, kernel: int) -> jax.Array:
     >>> moving_average(jnp.array([[0.0], [3.0], [6.0]]), 3)[:, 0]
     Array([1., 3., 5.], dtype=float32)
   """
+  if jnp.ndim(x_LxC) != 2:
+    raise ValueError(f"x_LxC must have shape (L, C), got {jnp.shape(x_LxC)}.")
   num_rows = x_LxC.shape[0]
   if not 1 <= kernel <= num_rows:
     raise ValueError(f"kernel must lie in [1, L={num_rows}], got {kernel}.")
-  return jnp.asarray(_averaging_matrix(num_rows, kernel), x_LxC.dtype) @ x_LxC
+  spec = tree.explicit_spec(x_LxC)
+  # Rows sharded along Explicit axes are summed over; channels keep theirs.
+  rows = None if spec is None else jax.P(None, *spec[1:])
+  return jnp.matmul(jnp.asarray(_averaging_matrix(num_rows, kernel),
+                                x_LxC.dtype), x_LxC, out_sharding=rows)
 
 
 def _averaging_matrix(num_rows: int, kernel: int) -> np.ndarray:
@@ -54,6 +62,9 @@ class DLinear(nnx.Module):
 
   def __init__(self, lookback: int, channels: int, out_rows: int, *,
                moving_average: int = 25, rngs: nnx.Rngs):
+    _check_sizes(lookback=lookback, channels=channels, out_rows=out_rows,
+                 moving_average=moving_average)
+    self.lookback, self.channels = lookback, channels
     self.out_rows = out_rows
     self.kernel = min(moving_average, lookback)
     self.trend = nnx.Linear(lookback * channels, out_rows * channels, rngs=rngs)
@@ -61,11 +72,14 @@ class DLinear(nnx.Module):
                                 rngs=rngs)
 
   def __call__(self, window_LxC: jax.Array) -> jax.Array:
+    _check_window(window_LxC, self.lookback, self.channels)
     newest = window_LxC[-1:]
     x = window_LxC - newest
     trend = moving_average(x, self.kernel)
-    out = self.trend(trend.reshape(-1)) + self.remainder((x - trend).reshape(-1))
-    return out.reshape(self.out_rows, -1) + newest
+    out = (self.trend(_flatten(trend), out_sharding=_replicated(x))
+           + self.remainder(_flatten(x - trend), out_sharding=_replicated(x)))
+    return jnp.reshape(out, (self.out_rows, -1),
+                       out_sharding=_replicated(x)) + newest
 
 
 class MLPForecaster(nnx.Module):
@@ -75,13 +89,47 @@ class MLPForecaster(nnx.Module):
                hidden: tuple[int, int] = (128, 128), rngs: nnx.Rngs):
     if len(hidden) != 2:
       raise ValueError(f"hidden must hold two widths, got {hidden}.")
+    _check_sizes(lookback=lookback, channels=channels, out_rows=out_rows,
+                 hidden_width=min(hidden))
+    self.lookback, self.channels = lookback, channels
     self.out_rows = out_rows
     self.hidden1 = nnx.Linear(lookback * channels, hidden[0], rngs=rngs)
     self.hidden2 = nnx.Linear(hidden[0], hidden[1], rngs=rngs)
     self.out = nnx.Linear(hidden[1], out_rows * channels, rngs=rngs)
 
   def __call__(self, window_LxC: jax.Array) -> jax.Array:
+    _check_window(window_LxC, self.lookback, self.channels)
     newest = window_LxC[-1:]
-    h = jax.nn.gelu(self.hidden1((window_LxC - newest).reshape(-1)))
-    h = jax.nn.gelu(self.hidden2(h))
-    return self.out(h).reshape(self.out_rows, -1) + newest
+    x = window_LxC - newest
+    h = jax.nn.gelu(self.hidden1(_flatten(x), out_sharding=_replicated(x)))
+    h = jax.nn.gelu(self.hidden2(h, out_sharding=_replicated(x)))
+    out = self.out(h, out_sharding=_replicated(x))
+    return jnp.reshape(out, (self.out_rows, -1),
+                       out_sharding=_replicated(x)) + newest
+
+
+def _check_sizes(**sizes):
+  for name, value in sizes.items():
+    if value < 1:
+      raise ValueError(f"{name} must be >= 1, got {value}.")
+
+
+def _check_window(window_LxC, lookback, channels):
+  """Raises ``ValueError`` unless the window is one unbatched ``(L, C)`` window."""
+  if jnp.shape(window_LxC) != (lookback, channels):
+    raise ValueError(
+        f"window_LxC must have shape (lookback, channels) = {(lookback, channels)}"
+        f" (one window; jax.vmap over a batch), got {jnp.shape(window_LxC)}.")
+
+
+def _flatten(x_LxC):
+  """The window as one vector; on Explicit axes, sharded channels are gathered first.
+
+  (Merging a sharded minor axis into a major one has no sharding.)
+  """
+  return jnp.reshape(x_LxC, -1, out_sharding=_replicated(x_LxC))
+
+
+def _replicated(x):
+  """``out_sharding`` of a replicated array on Explicit axes, else None."""
+  return None if tree.explicit_spec(x) is None else jax.P(None)

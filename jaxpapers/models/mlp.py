@@ -10,6 +10,8 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
+
 MLPParams = list[dict[str, jax.Array]]
 
 
@@ -41,7 +43,17 @@ def init_mlp(
 
 
 def apply_mlp(params: MLPParams, x: jax.Array) -> jax.Array:
-  """Forward pass: ReLU between layers, linear output. ``x``: ``(..., d_in)``."""
+  """Forward pass: ReLU between layers, linear output. ``x``: ``(..., d_in)``.
+
+  Raises ``ValueError`` for no layers or a width of ``x`` other than d_in.
+  """
+  if not params:
+    raise ValueError("params must hold at least one layer.")
+  d_in = jnp.shape(params[0]["w"])[0]
+  if jnp.ndim(x) < 1 or jnp.shape(x)[-1] != d_in:
+    raise ValueError(
+        f"x must have shape (..., d_in) with d_in = {d_in} (params[0]['w']),"
+        f" got {jnp.shape(x)}.")
   for layer in params[:-1]:
     x = jax.nn.relu(_affine(layer, x))
   return _affine(params[-1], x)
@@ -51,4 +63,5 @@ def _affine(layer: dict[str, jax.Array], x: jax.Array) -> jax.Array:
   # An explicit bias reshape keeps the model valid under
   # jax_numpy_rank_promotion="raise".
   bias = layer["b"].reshape((1,) * (x.ndim - 1) + layer["b"].shape)
-  return x @ layer["w"] + bias
+  # On Explicit mesh axes a sharded input width is summed over devices.
+  return jnp.matmul(x, layer["w"], out_sharding=tree.contraction_spec(x)) + bias

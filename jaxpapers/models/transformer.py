@@ -21,6 +21,9 @@ from typing import Any, Callable
 from flax import nnx
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers import tree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +60,9 @@ class MLP(nnx.Module):
 
   def __call__(self, x_BxLxD, segment_ids_BxL=None):
     del segment_ids_BxL
-    return self.down(jax.nn.gelu(self.up(x_BxLxD))), {}
+    # A sharded hidden width (tensor parallelism) is summed over devices.
+    return self.down(jax.nn.gelu(self.up(x_BxLxD)),
+                     out_sharding=tree.contraction_spec(x_BxLxD)), {}
 
 
 def dense_ffn(config: TransformerConfig, layer_index: int,
@@ -68,10 +73,25 @@ def dense_ffn(config: TransformerConfig, layer_index: int,
 
 
 def attention_mask(segment_ids_BxL: jax.Array | None, length: int) -> jax.Array:
-  """Causal mask, restricted to equal segment ids when given: ``(B|1, 1, L, L)``."""
+  """Causal mask, restricted to equal segment ids when given: ``(B|1, 1, L, L)``.
+
+  Raises ``ValueError`` unless ``length >= 1`` and the ids are ``(B, length)``.
+  """
+  if length < 1:
+    raise ValueError(f"length must be >= 1, got {length}.")
+  if segment_ids_BxL is not None and (
+      jnp.ndim(segment_ids_BxL) != 2
+      or jnp.shape(segment_ids_BxL)[1] != length):
+    raise ValueError(
+        f"segment_ids_BxL must have shape (B, length={length}), got"
+        f" {jnp.shape(segment_ids_BxL)}.")
   causal_LxL = jnp.tril(jnp.ones((length, length), jnp.bool_))
   if segment_ids_BxL is None:
     return causal_LxL[None, None]
+  spec = tree.explicit_spec(segment_ids_BxL)
+  if spec is not None:
+    # An (L, L) comparison cannot shard both of its axes like the ids' one.
+    segment_ids_BxL = jax.sharding.reshard(segment_ids_BxL, jax.P(spec[0], None))
   same_BxLxL = segment_ids_BxL[:, :, None] == segment_ids_BxL[:, None, :]
   return (same_BxLxL & causal_LxL[None])[:, None]
 
@@ -138,27 +158,85 @@ class Transformer(nnx.Module):
   def __call__(self, tokens_BxL: jax.Array,
                segment_ids_BxL: jax.Array | None = None
                ) -> tuple[jax.Array, dict[str, Any]]:
+    if jnp.ndim(tokens_BxL) != 2:
+      raise ValueError(
+          f"tokens_BxL must have shape (B, L), got {jnp.shape(tokens_BxL)}.")
+    dtype = jnp.result_type(tokens_BxL)
+    if not jnp.issubdtype(dtype, jnp.integer):
+      raise TypeError(f"tokens_BxL must hold integer token ids, got {dtype}.")
+    if segment_ids_BxL is not None and (
+        jnp.shape(segment_ids_BxL) != jnp.shape(tokens_BxL)):
+      raise ValueError(
+          f"segment_ids_BxL {jnp.shape(segment_ids_BxL)} must have the shape"
+          f" of tokens_BxL {jnp.shape(tokens_BxL)}.")
+    check_token_ids(tokens_BxL, self.config.vocab_size, "tokens_BxL")
     length = tokens_BxL.shape[-1]
     if length > self.config.max_len:
       raise ValueError(
           f"sequence length {length} exceeds max_len={self.config.max_len}."
       )
-    x_BxLxD = self.embed(tokens_BxL) + self.pos_embed[...][None, :length]
+    # A lookup at sharded tokens, and the tied read-out's contraction over a
+    # sharded width, keep the tokens' sharding on Explicit mesh axes.
+    spec = tree.explicit_spec(tokens_BxL)
+    rows = None if spec is None else jax.P(*spec, None)
+    x_BxLxD = (self.embed(tokens_BxL, out_sharding=rows)
+               + self.pos_embed[...][None, :length])
     mask = attention_mask(segment_ids_BxL, length)
     aux_total: dict[str, jax.Array] = {}
     for block in self.blocks:
       x_BxLxD, aux = block(x_BxLxD, mask, segment_ids_BxL)
       for key, value in aux.items():
         aux_total[key] = aux_total.get(key, 0.0) + value
-    logits_BxLxV = self.embed.attend(self.final_norm(x_BxLxD))
+    logits_BxLxV = self.embed.attend(self.final_norm(x_BxLxD),
+                                     out_sharding=rows)
     return logits_BxLxV, aux_total
+
+
+def check_token_ids(ids: jax.Array, vocab_size: int, name: str) -> None:
+  """Raises ``ValueError`` for concrete ids outside ``[0, vocab_size)`` (traced ids pass)."""
+  if isinstance(ids, jax.core.Tracer):
+    return
+  values = np.asarray(ids)
+  if values.size and (values.min() < 0 or values.max() >= vocab_size):
+    raise ValueError(
+        f"{name} holds ids in [{values.min()}, {values.max()}]; they must lie"
+        f" in [0, {vocab_size}) (the vocabulary).")
 
 
 def next_token_loss(logits_BxLxV: jax.Array, targets_BxL: jax.Array,
                     mask_BxL: jax.Array | None = None) -> jax.Array:
-  """Mean cross-entropy of ``targets`` under ``logits`` (in nats per token)."""
+  """Mean cross-entropy of ``targets`` under ``logits`` (in nats per token).
+
+  With ``mask_BxL``, the mean over the masked tokens (0 when none is).
+
+  Raises:
+    ValueError: unless ``logits_BxLxV`` is ``(B, L, V)`` and ``targets_BxL``
+      (and ``mask_BxL``) ``(B, L)``.
+    TypeError: for non-integer targets.
+
+  A target outside ``[0, V)`` is a ``ValueError`` when concrete; traced, it
+  reads no log-probability and makes the loss NaN, never a wrong number.
+  """
+  if jnp.ndim(logits_BxLxV) != 3:
+    raise ValueError(
+        f"logits_BxLxV must have shape (B, L, V), got {jnp.shape(logits_BxLxV)}.")
+  rows = jnp.shape(logits_BxLxV)[:2]
+  if jnp.shape(targets_BxL) != rows:
+    raise ValueError(f"targets_BxL must have shape (B, L) = {rows}, got"
+                     f" {jnp.shape(targets_BxL)}.")
+  dtype = jnp.result_type(targets_BxL)
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise TypeError(f"targets_BxL must hold integer token ids, got {dtype}.")
+  if mask_BxL is not None and jnp.shape(mask_BxL) != rows:
+    raise ValueError(f"mask_BxL must have shape (B, L) = {rows}, got"
+                     f" {jnp.shape(mask_BxL)}.")
+  check_token_ids(targets_BxL, jnp.shape(logits_BxLxV)[-1], "targets_BxL")
   log_probs = jax.nn.log_softmax(logits_BxLxV.astype(jnp.float32), axis=-1)
-  nll_BxL = -jnp.take_along_axis(log_probs, targets_BxL[..., None], axis=-1)[..., 0]
+  rows = tree.contraction_spec(log_probs)
+  if rows is not None:  # a gather along a sharded vocabulary has no sharding
+    log_probs = jax.sharding.reshard(log_probs, rows)
+  nll_BxL = -jnp.take_along_axis(log_probs, targets_BxL[..., None], axis=-1,
+                                 wrap_negative_indices=False)[..., 0]
   if mask_BxL is None:
     return jnp.mean(nll_BxL)
   weights = mask_BxL.astype(nll_BxL.dtype)

@@ -35,8 +35,22 @@ def domain_mutual_information(usage_DxLxE) -> float:
   Returns:
     The normalised mutual information of each layer, averaged over layers:
     in [0, 1].
+
+  Raises:
+    ValueError: for a shape other than ``(D, L, E)`` with ``D >= 2``, negative
+      or non-finite entries, or a domain and layer with no usage at all.
   """
   usage = np.asarray(usage_DxLxE, np.float64)
+  if usage.ndim != 3 or usage.shape[0] < 2 or usage.shape[1] < 1:
+    raise ValueError(
+        "usage_DxLxE must have shape (domains, layers, experts) with at least"
+        f" 2 domains (H(domain) = log D) and 1 layer, got {usage.shape}.")
+  if not np.all(np.isfinite(usage)) or np.any(usage < 0):
+    raise ValueError("usage_DxLxE must hold finite fractions >= 0.")
+  if np.any(usage.sum(axis=2) <= 0):
+    raise ValueError(
+        "every (domain, layer) of usage_DxLxE needs some usage (a positive"
+        " sum over experts).")
   values = []
   for layer in range(usage.shape[1]):
     joint = usage[:, layer] / usage.shape[0]

@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
+
 
 class ExpertWeights(NamedTuple):
   """SwiGLU weights of E experts: ``gate, up: (E, D, F)``, ``down: (E, F, D)``."""
@@ -40,13 +42,40 @@ class ExpertWeights(NamedTuple):
 
 def swiglu(x_NxD: jax.Array, gate_DxF: jax.Array, up_DxF: jax.Array,
            down_FxD: jax.Array) -> jax.Array:
-  """One SwiGLU expert: ``(silu(x W_gate) * (x W_up)) W_down``."""
-  return (jax.nn.silu(x_NxD @ gate_DxF) * (x_NxD @ up_DxF)) @ down_FxD
+  """One SwiGLU expert: ``(silu(x W_gate) * (x W_up)) W_down``.
+
+  ``x`` may have leading axes (``(..., D)``, e.g. ``(B, L, D)``). The rows
+  keep ``x``'s sharding; on Explicit mesh axes a sharded width (``D`` of
+  ``x``, ``F`` of the weights: tensor parallelism) is summed over.
+
+  Raises:
+    ValueError: unless the shapes are ``x (..., D)``, ``gate, up (D, F)``
+      and ``down (F, D)``.
+  """
+  if np.ndim(gate_DxF) != 2:
+    raise ValueError(f"gate_DxF must have shape (D, F), got {np.shape(gate_DxF)}.")
+  d_model, d_hidden = np.shape(gate_DxF)
+  if np.ndim(x_NxD) < 1 or np.shape(x_NxD)[-1] != d_model:
+    raise ValueError(f"x_NxD must have shape (..., D) with D = {d_model} (from"
+                     f" gate_DxF), got {np.shape(x_NxD)}.")
+  for name, array, expected in (("up_DxF", up_DxF, (d_model, d_hidden)),
+                                ("down_FxD", down_FxD, (d_hidden, d_model))):
+    if np.shape(array) != expected:
+      raise ValueError(f"{name} must have shape {expected} to match gate_DxF,"
+                       f" got {np.shape(array)}.")
+  rows = tree.contraction_spec(x_NxD)
+  matmul = lambda a, b: jnp.matmul(a, b, out_sharding=rows)
+  return matmul(jax.nn.silu(matmul(x_NxD, gate_DxF)) * matmul(x_NxD, up_DxF),
+                down_FxD)
 
 
 def expert_capacity(length: int, k: int, num_experts: int,
                     capacity_factor: float) -> int:
   """Slots per expert and sequence: ``ceil(L * k * capacity_factor / E)``."""
+  for name, value in (("length", length), ("k", k),
+                      ("num_experts", num_experts)):
+    if value < 1:
+      raise ValueError(f"{name} must be >= 1, got {value}.")
   if capacity_factor <= 0:
     raise ValueError(f"capacity_factor must be > 0, got {capacity_factor}.")
   return max(1, math.ceil(length * k * capacity_factor / num_experts))
@@ -70,6 +99,36 @@ def check_expert_ids(experts: jax.Array, num_experts: int, name: str) -> None:
         f" must lie in [0, {num_experts}) (E = {num_experts} experts).")
 
 
+def check_dispatch_inputs(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
+                          gates_BxLxK: jax.Array,
+                          weights: ExpertWeights) -> None:
+  """Raises ``ValueError`` unless the shapes are ``(B, L, D)``, ``(B, L, k)`` twice and SwiGLU weights of width D."""
+  x_shape = np.shape(x_BxLxD)
+  if len(x_shape) != 3:
+    raise ValueError(f"x_BxLxD must have shape (B, L, D), got {x_shape}.")
+  for name, ids in (("experts_BxLxK", experts_BxLxK),
+                    ("gates_BxLxK", gates_BxLxK)):
+    if np.ndim(ids) != 3 or np.shape(ids)[:2] != x_shape[:2]:
+      raise ValueError(
+          f"{name} must have shape (B, L, k) with (B, L) = {x_shape[:2]},"
+          f" got {np.shape(ids)}.")
+  if np.shape(gates_BxLxK) != np.shape(experts_BxLxK):
+    raise ValueError(
+        f"gates_BxLxK {np.shape(gates_BxLxK)} must match experts_BxLxK"
+        f" {np.shape(experts_BxLxK)}.")
+  gate = np.shape(weights.gate)
+  if len(gate) != 3 or gate[1] != x_shape[2]:
+    raise ValueError(
+        f"weights.gate must have shape (E, D, F) with D = {x_shape[2]}, got"
+        f" {gate}.")
+  if (np.shape(weights.up) != gate
+      or np.shape(weights.down) != (gate[0], gate[2], gate[1])):
+    raise ValueError(
+        f"weights.up must have weights.gate's shape {gate} and weights.down"
+        f" {(gate[0], gate[2], gate[1])}; got {np.shape(weights.up)} and"
+        f" {np.shape(weights.down)}.")
+
+
 def dropless_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
                      gates_BxLxK: jax.Array, weights: ExpertWeights, *,
                      grouped_matmul: str = "ragged_dot", block_size: int = 64,
@@ -91,11 +150,19 @@ def dropless_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
     nothing here; an eager call with ``expert_offset=0`` holds every expert,
     so an id outside ``[0, E_local)`` is a ``ValueError``.
   """
+  check_dispatch_inputs(x_BxLxD, experts_BxLxK, gates_BxLxK, weights)
   batch, length, d_model = x_BxLxD.shape
   k = experts_BxLxK.shape[-1]
   num_local = weights.gate.shape[0]
   if isinstance(expert_offset, int) and expert_offset == 0:
     check_expert_ids(experts_BxLxK, num_local, "experts_BxLxK")
+  # The sort over every (token, slot) pair and the gathers of expert weights
+  # have no sharding of their own on Explicit mesh axes: run on replicated
+  # copies and give the output the tokens' sharding back (expert parallelism
+  # runs this inside shard_map, where nothing is gathered; see MoE).
+  inputs = (x_BxLxD, experts_BxLxK, gates_BxLxK, weights)
+  (x_BxLxD, experts_BxLxK, gates_BxLxK, weights), restore = (
+      tree.gather_explicit(inputs))
   local = experts_BxLxK.reshape(-1) - expert_offset
   is_local = (local >= 0) & (local < num_local)
   # Pairs of other shards' experts sort last, into a group that is not run.
@@ -116,7 +183,8 @@ def dropless_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
   weighted = y_sorted * gates_sorted[:, None].astype(y_sorted.dtype)
   inverse = jnp.zeros_like(order).at[order].set(
       jnp.arange(order.shape[0], dtype=order.dtype))
-  return weighted[inverse].reshape(batch, length, k, d_model).sum(axis=2)
+  y_BxLxD = weighted[inverse].reshape(batch, length, k, d_model).sum(axis=2)
+  return restore((y_BxLxD, *inputs[1:]))[0]
 
 
 def capacity_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
@@ -142,6 +210,9 @@ def capacity_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
     experts contribute nothing; as in :func:`dropless_experts`, an eager call
     with ``expert_offset=0`` refuses ids outside ``[0, E_local)``.
   """
+  check_dispatch_inputs(x_BxLxD, experts_BxLxK, gates_BxLxK, weights)
+  if capacity < 1:
+    raise ValueError(f"capacity must be >= 1, got {capacity}.")
   batch, length, _ = x_BxLxD.shape
   k = experts_BxLxK.shape[-1]
   num_local = weights.gate.shape[0]
@@ -174,10 +245,14 @@ def capacity_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
 
 
 def _swiglu_ragged_dot(x_MxD, group_sizes, weights):
-  # Rows past sum(group_sizes) come out as zeros.
-  h = (jax.nn.silu(jax.lax.ragged_dot(x_MxD, weights.gate, group_sizes))
-       * jax.lax.ragged_dot(x_MxD, weights.up, group_sizes))
-  return jax.lax.ragged_dot(h, weights.down, group_sizes)
+  # Rows past sum(group_sizes) come out as zeros. Explicit mesh axes cannot
+  # infer a ragged_dot's sharding: the (gathered) rows stay replicated.
+  replicated = None if tree.explicit_spec(x_MxD) is None else jax.P()
+  ragged_dot = lambda a, b: jax.lax.ragged_dot(a, b, group_sizes,
+                                               out_sharding=replicated)
+  h = (jax.nn.silu(ragged_dot(x_MxD, weights.gate))
+       * ragged_dot(x_MxD, weights.up))
+  return ragged_dot(h, weights.down)
 
 
 def _swiglu_blocked(x_MxD, group_sizes, weights, block_size):

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
 from jaxpapers.moe.dispatch import capacity_experts
 from jaxpapers.moe.dispatch import dropless_experts
 from jaxpapers.moe.dispatch import expert_capacity
@@ -341,10 +342,14 @@ def _forward(inputs, *, config):
   aux["load_balance"] = load_balance_loss(routing.probs, routing.experts,
                                           data_axis=config.data_axis)
   aux["router_z"] = router_z_loss(routing.logits)
+  # A scatter of sharded ids has no sharding of its own on Explicit axes.
+  replicated = (None if tree.explicit_spec(routing.experts) is None
+                else jax.P(None))
   stats = {
       "router_probs": jnp.mean(routing.probs, axis=(0, 1)),
       "expert_load": jnp.zeros((config.num_experts,), jnp.float32).at[
-          routing.experts.reshape(-1)].add(1.0 / routing.experts.size),
+          routing.experts.reshape(-1)].add(1.0 / routing.experts.size,
+                                           out_sharding=replicated),
   }
   if config.data_axis is not None:
     aux, stats = jax.lax.pmean((aux, stats), config.data_axis)
@@ -376,6 +381,10 @@ def _shard(forward, config, batch):
         f"the batch {batch} must be divisible by the size"
         f" {mesh.shape[config.data_axis]} of data_axis={config.data_axis!r}."
     )
+  used = {config.data_axis, config.expert_axis} - {None}
+  explicit = all(kind == jax.sharding.AxisType.Explicit
+                 for name, kind in zip(mesh.axis_names, mesh.axis_types)
+                 if name in used)
   data = jax.P(config.data_axis)
   replicated = jax.P()
   specs = {"x": data, "segment_ids": data, "pool": data, "router": replicated,
@@ -390,10 +399,13 @@ def _shard(forward, config, batch):
       aux_specs["dropped_fraction"] = replicated
     out_specs = (data, aux_specs,
                  {"router_probs": replicated, "expert_load": replicated})
-    # shard_map needs inputs laid out as in_specs (Explicit mesh axes, the
-    # default of jax.make_mesh, do not reshard implicitly).
+    # shard_map needs inputs laid out as in_specs: Explicit mesh axes (the
+    # default of jax.make_mesh) do not reshard implicitly, while reshard
+    # refuses Auto axes, which shard_map lays out itself.
+    if explicit:
+      inputs = jax.reshard(inputs, in_specs)
     return jax.shard_map(forward, in_specs=(in_specs,), out_specs=out_specs)(
-        jax.reshard(inputs, in_specs))
+        inputs)
 
   return sharded
 

@@ -32,6 +32,7 @@ from typing import Mapping
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
 from jaxpapers.models.transformer import next_token_loss
 from jaxpapers.moe.dispatch import check_expert_ids
 
@@ -89,11 +90,19 @@ def load_balance_loss(probs_BxLxE: jax.Array, experts_BxLxK: jax.Array, *,
 def router_z_loss(logits_BxLxE: jax.Array) -> jax.Array:
   """``mean_t logsumexp(logits_t)^2`` (``-inf`` entries are masked experts).
 
+  ``logits_BxLxE`` must be real floating ``(B, L, E)`` (``ValueError`` /
+  ``TypeError`` otherwise); a token whose every expert is ``-inf`` gives an
+  infinite loss.
+
   Example:
     >>> import jax.numpy as jnp
     >>> float(router_z_loss(jnp.zeros((1, 2, 4))))  # (log 4)^2
     1.921...
   """
+  if jnp.ndim(logits_BxLxE) != 3:
+    raise ValueError(
+        f"logits_BxLxE must have shape (B, L, E), got {jnp.shape(logits_BxLxE)}.")
+  tree.check_real_floating(logits_BxLxE, "logits_BxLxE")
   lse = jax.nn.logsumexp(logits_BxLxE.astype(jnp.float32), axis=-1)
   return jnp.mean(lse ** 2)
 
@@ -119,10 +128,27 @@ def training_loss(logits_BxLxV: jax.Array, targets_BxL: jax.Array,
     load_balance_weight: weight of the layer-averaged load-balancing loss.
     router_z_weight: weight of the layer-averaged router z-loss.
 
+  Raises:
+    ValueError: for ``num_layers < 1``, a negative weight, ``aux`` without
+      both router losses, or logits and targets of unlike ``(B, L)``.
+
   Returns:
     ``(total, parts)``: the scalar loss, and ``ce`` (nats per token) with the
     layer-averaged ``load_balance`` and ``router_z``.
   """
+  if isinstance(num_layers, bool) or not isinstance(num_layers, int) or (
+      num_layers < 1):
+    raise ValueError(f"num_layers must be an int >= 1, got {num_layers!r}.")
+  for name, weight in (("lm_z_weight", lm_z_weight),
+                       ("load_balance_weight", load_balance_weight),
+                       ("router_z_weight", router_z_weight)):
+    if weight < 0:
+      raise ValueError(f"{name} must be >= 0, got {weight}.")
+  missing = sorted({"load_balance", "router_z"} - set(aux))
+  if missing:
+    raise ValueError(
+        f"aux must hold 'load_balance' and 'router_z' (the MoE layers' sums);"
+        f" missing {missing}.")
   ce = next_token_loss(logits_BxLxV, targets_BxL)
   lm_z = jnp.mean(
       jax.nn.logsumexp(logits_BxLxV.astype(jnp.float32), axis=-1) ** 2)

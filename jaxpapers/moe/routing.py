@@ -44,6 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
+
 PoolSize = int | Sequence[int] | jax.Array
 
 
@@ -151,24 +153,30 @@ def emo_route(logits_BxLxE: jax.Array, segment_ids_BxL: jax.Array, *,
 
 
 def document_index(segment_ids_BxL: jax.Array) -> jax.Array:
-  """Index ``0, 1, ...`` of each token's document within its row (runs of equal ids)."""
+  """Index ``0, 1, ...`` of each token's document within its row (runs of equal ids).
+
+  Raises ``ValueError``/``TypeError`` unless the ids are integers ``(B, L)``.
+  """
+  _check_segment_shape(segment_ids_BxL)
+  # Neighbour differences along a sharded row have no sharding of their own
+  # on Explicit axes: work on a replicated copy, then give the ids' back.
+  segment_ids_BxL, restore = tree.gather_explicit(segment_ids_BxL)
   starts = (segment_ids_BxL[:, 1:] != segment_ids_BxL[:, :-1]).astype(jnp.int32)
   # zeros_like keeps the ids' sharding (Explicit meshes concatenate only alike).
-  return jnp.concatenate(
+  return restore(jnp.concatenate(
       [jnp.zeros_like(segment_ids_BxL[:, :1], dtype=jnp.int32),
-       jnp.cumsum(starts, axis=1, dtype=jnp.int32)], axis=1)
+       jnp.cumsum(starts, axis=1, dtype=jnp.int32)], axis=1))
 
 
 def check_segment_ids(segment_ids_BxL: jax.Array) -> jax.Array:
   """Whether each row's ids are non-decreasing: ``(B,)`` bool.
 
-  Raises ValueError when the ids are concrete and some row decreases.
+  Raises ValueError for ids not of shape ``(B, L)`` and, when the ids are
+  concrete, for a row that decreases; TypeError for non-integer ids.
   """
-  if segment_ids_BxL.ndim != 2:
-    raise ValueError(
-        f"segment_ids must have shape (B, L), got {segment_ids_BxL.shape}."
-    )
-  sorted_B = jnp.all(segment_ids_BxL[:, 1:] >= segment_ids_BxL[:, :-1], axis=1)
+  _check_segment_shape(segment_ids_BxL)
+  replicated = tree.gather_explicit(segment_ids_BxL)[0]  # see document_index
+  sorted_B = jnp.all(replicated[:, 1:] >= replicated[:, :-1], axis=1)
   concrete = _concrete(sorted_B)
   if concrete is not None and not concrete.all():
     raise ValueError(
@@ -178,10 +186,33 @@ def check_segment_ids(segment_ids_BxL: jax.Array) -> jax.Array:
   return sorted_B
 
 
+def _check_segment_shape(segment_ids_BxL):
+  if jnp.ndim(segment_ids_BxL) != 2:
+    raise ValueError(
+        f"segment_ids must have shape (B, L), got {jnp.shape(segment_ids_BxL)}."
+    )
+  dtype = jnp.result_type(segment_ids_BxL)
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise TypeError(f"segment_ids must hold integer ids, got dtype {dtype}.")
+
+
 def draw_pool_sizes(rng: jax.Array, shape: tuple[int, ...],
                     pool_range: Sequence[int]) -> jax.Array:
-  """Pool sizes drawn uniformly from ``low..high`` (both included): int32 ``shape``."""
-  low, high = pool_range
+  """Pool sizes drawn uniformly from ``low..high`` (both included): int32 ``shape``.
+
+  Raises:
+    ValueError: unless ``pool_range`` is a pair of ints with ``1 <= low <=
+      high``.
+  """
+  try:
+    low, high = (operator.index(p) for p in pool_range)
+  except (TypeError, ValueError):
+    raise ValueError(
+        f"pool_range must be a pair (low, high) of ints, got {pool_range!r}."
+    ) from None
+  if not 1 <= low <= high:
+    raise ValueError(
+        f"pool_range must satisfy 1 <= low <= high, got {pool_range!r}.")
   return jax.random.randint(rng, shape, low, high + 1, dtype=jnp.int32)
 
 

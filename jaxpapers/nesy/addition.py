@@ -61,18 +61,23 @@ class UnreachableSumError(ValueError):
   """A sum that no two N-digit numbers add up to."""
 
 
-def _carry_mask() -> np.ndarray:
-  """``mask[y, c, c', a, b] = 1[(a+b+c) % 10 = y and (a+b+c) // 10 = c']``."""
-  total = (np.arange(NUM_VALUES)[None, :, None]
-           + np.arange(NUM_VALUES)[None, None, :]
-           + np.arange(2)[:, None, None])  # (c, a, b)
-  y = np.arange(NUM_VALUES)[:, None, None, None, None]
-  carry_out = np.arange(2)[None, None, :, None, None]
-  return ((total[None, :, None] % 10 == y)
-          & (total[None, :, None] // 10 == carry_out))
+# total[c, a, b] = a + b + c: the column sum of digits a, b and carry-in c.
+_TOTAL = (np.arange(2)[:, None, None] + np.arange(NUM_VALUES)[None, :, None]
+          + np.arange(NUM_VALUES)[None, None, :])
+# carry_ok[c, c', a, b] = 1[(a + b + c) // 10 = c'].
+_CARRY_OK = _TOTAL[:, None] // 10 == np.arange(2)[None, :, None, None]
 
 
-_CARRY_MASK = _carry_mask()  # (10, 2, 2, 10, 10)
+def _carry_mask(label_digits_N: jax.Array) -> jax.Array:
+  """``mask[i, c, c', a, b] = 1[(a+b+c) % 10 = y_i and (a+b+c) // 10 = c']``.
+
+  Comparisons, not a lookup table read at the labels: under ``vmap`` over a
+  batch sharded along an Explicit mesh axis such a gather has no inferable
+  output sharding.
+  """
+  digit_ok = (jnp.asarray(_TOTAL % 10, label_digits_N.dtype)[None, :, None]
+              == label_digits_N[:, None, None, None, None])
+  return digit_ok & jnp.asarray(_CARRY_OK)[None]
 
 
 def _lse(x: jax.Array, axis) -> jax.Array:
@@ -112,8 +117,7 @@ class DigitAddition:
   num_digits: int
 
   def __post_init__(self):
-    if not isinstance(self.num_digits, (int, np.integer)) or self.num_digits < 1:
-      raise ValueError(f"num_digits must be an int >= 1; got {self.num_digits!r}.")
+    _check_num_digits(self.num_digits)
 
   @property
   def num_symbols(self) -> int:
@@ -171,7 +175,7 @@ class DigitAddition:
       scores = delta[:, None] + log_t_i  # (c, c')
       return jnp.max(scores, 0), jnp.argmax(scores, 0).astype(jnp.int32)
 
-    delta0 = jnp.array([0.0, -jnp.inf], logp.dtype)
+    delta0 = _start_at_carry_zero(log_t_max[0, 0])
     delta_end, best_carry_in = jax.lax.scan(forward, delta0, log_t_max)
 
     def backtrack(carry_out, inputs):
@@ -213,7 +217,7 @@ class DigitAddition:
       total = digits[0] + digits[1] + carry
       return total // 10, total % 10
 
-    carry, sum_digits = jax.lax.scan(add, jnp.zeros((), z.dtype),
+    carry, sum_digits = jax.lax.scan(add, jnp.zeros_like(z[0]),
                                      jnp.stack([a, b], 1))
     return jnp.all(sum_digits == label[:-1]) & (carry == label[-1])
 
@@ -235,7 +239,7 @@ class DigitAddition:
       raise ValueError(f"logp must be ({2 * n}, {NUM_VALUES}) log-probabilities"
                        f" of (a_1..a_N, b_1..b_N); got {logp.shape}.")
     joint = logp[:n, :, None] + logp[n:, None, :]  # (N, a, b)
-    mask = jnp.asarray(_CARRY_MASK)[jnp.clip(label[:-1], 0, NUM_VALUES - 1)]
+    mask = _carry_mask(jnp.clip(label[:-1], 0, NUM_VALUES - 1))
     masked = jnp.where(mask, joint[:, None, None], -jnp.inf)
     return masked, jnp.clip(label[-1], 0, 1).astype(jnp.int32)
 
@@ -249,7 +253,7 @@ class DigitAddition:
     def step(alpha, log_t_i):
       return _lse(alpha[:, None] + log_t_i, axis=0), alpha
 
-    alpha0 = jnp.array([0.0, -jnp.inf], log_t.dtype)
+    alpha0 = _start_at_carry_zero(log_t[0, 0])
     alpha_end, alpha_in = jax.lax.scan(step, alpha0, log_t)
     return alpha_in, alpha_end
 
@@ -269,6 +273,22 @@ class DigitAddition:
         jnp.int32)
 
 
+def _check_num_digits(num_digits: int) -> None:
+  if (not isinstance(num_digits, (int, np.integer)) or isinstance(num_digits, bool)
+      or num_digits < 1):
+    raise ValueError(f"num_digits must be an int >= 1; got {num_digits!r}.")
+
+
+def _start_at_carry_zero(row: jax.Array) -> jax.Array:
+  """``[0, -inf]`` (carry 0 for sure), typed and sharded like a message ``row``.
+
+  ``full_like`` keeps a batched or device-varying row's sharding, so the
+  scan's initial carry matches its output under ``vmap`` over an Explicit
+  sharded batch and inside ``shard_map``; a constant would not.
+  """
+  return jnp.full_like(row, -jnp.inf).at[0].set(0.0)
+
+
 def sum_to_digits(total: int | Sequence[int], num_digits: int) -> np.ndarray:
   """The ``num_digits + 1`` digits of a sum (or of each of a list), least significant first.
 
@@ -279,6 +299,7 @@ def sum_to_digits(total: int | Sequence[int], num_digits: int) -> np.ndarray:
     >>> sum_to_digits(1234 + 9876, 4).tolist()
     [0, 1, 1, 1, 1]
   """
+  _check_num_digits(num_digits)
   if np.ndim(total) == 0:
     total = int(total)
     if not 0 <= total <= 2 * (10**num_digits - 1):
@@ -291,7 +312,13 @@ def sum_to_digits(total: int | Sequence[int], num_digits: int) -> np.ndarray:
 
 
 def digits_to_int(digits: Sequence[int]) -> int:
-  """The integer of least-significant-first digits (exact for any length)."""
+  """The integer of least-significant-first digits (exact for any length).
+
+  Raises ``ValueError`` for a digit outside 0..9.
+  """
+  bad = [d for d in digits if not 0 <= int(d) < NUM_VALUES]
+  if bad:
+    raise ValueError(f"digits must lie in 0..9; got {bad[0]}.")
   return sum(int(d) * 10**i for i, d in enumerate(digits))
 
 
@@ -317,6 +344,13 @@ def addition_examples(digit_labels: np.ndarray, num_sums: int, num_digits: int,
   if num_sums < 1 or num_digits < 1:
     raise ValueError(f"num_sums and num_digits must be >= 1; got {num_sums},"
                      f" {num_digits}.")
+  digit_labels = np.asarray(digit_labels)
+  if (digit_labels.ndim != 1 or digit_labels.size == 0
+      or not np.issubdtype(digit_labels.dtype, np.integer)
+      or np.any((digit_labels < 0) | (digit_labels >= NUM_VALUES))):
+    raise ValueError("digit_labels must be a non-empty 1-D int array of"
+                     " classes in 0..9; got"
+                     f" {digit_labels.dtype}{list(digit_labels.shape)}.")
   rng = np.random.default_rng(seed)
   indices = rng.integers(0, len(digit_labels), (num_sums, 2 * num_digits))
   digits = np.asarray(digit_labels)[indices]

@@ -54,6 +54,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
+
 INFERENCES = ("exact", "rejection", "hard", "stochastic")
 DEFAULT_REJECTION_SAMPLES = 256
 DEFAULT_REINFORCE_SAMPLES = 16
@@ -149,7 +151,7 @@ def estep(program: Any, inference: str = "exact", *,
     logp = jax.nn.log_softmax(jax.lax.stop_gradient(_check(program, logits,
                                                            labels)), -1)
     keys = jax.random.split(key, logits.shape[0])
-    return Posterior(*jax.vmap(one)(keys, logp, labels))
+    return Posterior(*tree.vmap_sharded(one)(keys, logp, labels))
 
   return run
 
@@ -194,7 +196,8 @@ def log_z(program: Any, logits: jax.Array, labels: jax.Array) -> jax.Array:
   feasible = jax.vmap(program.feasible)(labels)
   safe = jnp.where(_expand(feasible, labels), labels,
                    program.placeholder_label()[None])
-  return jnp.where(feasible, jax.vmap(program.log_z)(logp, safe), -jnp.inf)
+  return jnp.where(feasible, tree.vmap_sharded(program.log_z)(logp, safe),
+                   -jnp.inf)
 
 
 def semantic_loss(program: Any, logits: jax.Array, labels: jax.Array
@@ -226,10 +229,14 @@ def reinforce_loss(program: Any, key: jax.Array, logits: jax.Array,
   logp_BxKxV = jax.nn.log_softmax(_check(program, logits, labels), -1)
   batch = logits.shape[0]
   keys = jax.random.split(key, batch)
-  z_BxSxK = jax.vmap(sample_symbols, (0, 0, None))(
-      keys, jax.lax.stop_gradient(logp_BxKxV), num_samples)
-  reward_BxS = jax.vmap(jax.vmap(program.satisfied, (0, None)))(
-      z_BxSxK, labels).astype(logits.dtype)
+
+  def sample_and_reward(key, logp_KxV, label):
+    z_SxK = sample_symbols(key, logp_KxV, num_samples)
+    return z_SxK, jax.vmap(program.satisfied, (0, None))(z_SxK, label)
+
+  z_BxSxK, reward_BxS = tree.vmap_sharded(sample_and_reward)(
+      keys, jax.lax.stop_gradient(logp_BxKxV), labels)
+  reward_BxS = reward_BxS.astype(logits.dtype)
   baseline_BxS = ((jnp.sum(reward_BxS, 1, keepdims=True) - reward_BxS)
                   / (num_samples - 1))
   log_p_BxS = jnp.sum(jnp.take_along_axis(
@@ -262,6 +269,8 @@ def _check(program: Any, logits: jax.Array, labels: jax.Array) -> jax.Array:
   if logits.ndim != 3 or logits.shape[1:] != expected:
     raise ValueError(f"logits must be (B, {expected[0]}, {expected[1]})"
                      f" per-symbol logits; got {logits.shape}.")
+  if not jnp.issubdtype(logits.dtype, jnp.floating):
+    raise TypeError(f"logits must be floating point; got {logits.dtype}.")
   if labels.shape != (logits.shape[0],) + tuple(program.label_shape):
     raise ValueError(
         f"labels must be (B,) + {tuple(program.label_shape)} = "

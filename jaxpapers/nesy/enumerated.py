@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
+
 DEFAULT_MAX_WORLDS = 10**6
 
 
@@ -51,6 +53,15 @@ class EnumeratedProgram:
   worlds: np.ndarray
   world_labels: np.ndarray
   num_values: int
+
+  def __post_init__(self):
+    worlds, labels = np.asarray(self.worlds), np.asarray(self.world_labels)
+    if (worlds.ndim != 2 or worlds.shape[0] != self.num_values
+        ** worlds.shape[1] or labels.shape != worlds.shape[:1]):
+      raise ValueError(
+          "worlds must be (V^K, K) and world_labels (V^K,) with V ="
+          f" num_values = {self.num_values}; got {worlds.shape} and"
+          f" {labels.shape} (build it with enumerate_program).")
 
   @property
   def num_symbols(self) -> int:
@@ -84,18 +95,25 @@ class EnumeratedProgram:
                      ) -> tuple[jax.Array, jax.Array]:
     log_joint = self._log_joint(logp, label)
     best = jnp.argmax(log_joint)
-    return jnp.asarray(self.worlds)[best], log_joint[best]
+    return self._world(best), jnp.max(log_joint)
 
   def sample(self, key: jax.Array, logp: jax.Array, label: jax.Array
              ) -> jax.Array:
-    return jnp.asarray(self.worlds)[
-        jax.random.categorical(key, self._log_joint(logp, label))]
+    return self._world(
+        jax.random.categorical(key, self._log_joint(logp, label)))
 
   def satisfied(self, z: jax.Array, label: jax.Array) -> jax.Array:
     self._check_label(label)
     place = self.num_values ** np.arange(self.num_symbols - 1, -1, -1)
     index = jnp.sum(z * jnp.asarray(place, z.dtype))
     return jnp.asarray(self.world_labels)[index] == label
+
+  def _world(self, index: jax.Array) -> jax.Array:
+    """``worlds[index]`` from its digits in base V: arithmetic, not a gather,
+    so a batched (sharded) index needs no output sharding."""
+    place = self.num_values ** np.arange(self.num_symbols - 1, -1, -1)
+    return ((index // jnp.asarray(place, jnp.int32)) % self.num_values).astype(
+        jnp.int32)
 
   def _check_label(self, label: jax.Array) -> None:
     if label.shape != () or not jnp.issubdtype(label.dtype, jnp.integer):
@@ -109,6 +127,9 @@ class EnumeratedProgram:
       raise ValueError(f"logp must be ({self.num_symbols}, {self.num_values});"
                        f" got {logp.shape}.")
     worlds = jnp.asarray(self.worlds)
+    # The gather reads whole rows of values: gather them where an Explicit
+    # axis shards them.
+    logp = tree.gather_explicit(logp)[0]
     log_p_w = jnp.sum(jnp.take_along_axis(logp.T, worlds, axis=0), axis=1)
     return jnp.where(jnp.asarray(self.world_labels) == label, log_p_w, -jnp.inf)
 
@@ -139,7 +160,9 @@ def enumerate_program(phi: Callable[[Sequence[int]], int], num_symbols: int,
     >>> round(float(jnp.exp(log_z)), 3), [round(float(v), 3) for v in q[1]]
     (0.5, [0.9, 0.1])
   """
-  if num_symbols < 1 or num_values < 2:
+  if (not isinstance(num_symbols, (int, np.integer))
+      or not isinstance(num_values, (int, np.integer))
+      or num_symbols < 1 or num_values < 2):
     raise ValueError(f"need num_symbols >= 1 and num_values >= 2; got"
                      f" {num_symbols}, {num_values}.")
   num_worlds = num_values**num_symbols
@@ -166,6 +189,8 @@ def addition_program(num_digits: int, **kwargs) -> EnumeratedProgram:
   Symbols as :class:`jaxpapers.nesy.addition.DigitAddition`: ``(a_1..a_N,
   b_1..b_N)``, least significant first.
   """
+  if not isinstance(num_digits, (int, np.integer)) or num_digits < 1:
+    raise ValueError(f"num_digits must be an int >= 1; got {num_digits!r}.")
   place = 10 ** np.arange(num_digits)
 
   def phi(worlds):

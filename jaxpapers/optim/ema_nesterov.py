@@ -229,6 +229,7 @@ def ema_nesterov_eval_params(params: optax.Params,
         f" jaxpapers.optim.ema_nesterov), found {len(found)}."
     )
   (ema_state,) = found
+  _check_params_like_lookahead(params, ema_state.m)
   neg_beta = -ema_state.beta
 
   def anchor(p, m):
@@ -237,6 +238,26 @@ def ema_nesterov_eval_params(params: optax.Params,
     return _add_scaled(p, neg_beta, m).astype(p.dtype)
 
   return jax.tree.map(anchor, params, ema_state.m)
+
+
+def _check_params_like_lookahead(params, m):
+  """Raises ``ValueError`` unless ``params`` are the ones ``state`` was built for."""
+  try:
+    lookahead = jax.tree.structure(params).flatten_up_to(m)
+  except (ValueError, TypeError):
+    raise ValueError(
+        "params must have the pytree structure of the params ema_nesterov was"
+        f" initialised with: {jax.tree.structure(params)} vs the state's"
+        f" {jax.tree.structure(m)}."
+    ) from None
+  for p, m_leaf in zip(jax.tree.leaves(params), lookahead):
+    if (not isinstance(m_leaf, optax.MaskedNode)
+        and tree_lib.shape_of(p) != tree_lib.shape_of(m_leaf)):
+      raise ValueError(
+          "params must have the leaf shapes of the params ema_nesterov was"
+          f" initialised with: {tree_lib.shape_of(p)} vs"
+          f" {tree_lib.shape_of(m_leaf)}."
+      )
 
 
 def _add_scaled(x, scale, m):

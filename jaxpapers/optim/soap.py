@@ -247,6 +247,7 @@ def soap(
     Vyas et al., `SOAP: Improving and Stabilizing Shampoo using Adam
     <https://arxiv.org/abs/2409.11321>`_, 2024.
   """
+  _check_soap_ranges(weight_decay=weight_decay)
   return optax.chain(
       scale_by_soap(b1=b1, b2=b2, shampoo_beta=shampoo_beta, eps=eps,
                     precondition_frequency=precondition_frequency,
@@ -258,14 +259,14 @@ def soap(
 
 
 def _check_soap_ranges(**hyperparams) -> None:
-  """Named errors for betas outside [0, 1) and a negative eps (Python or concrete)."""
+  """Named errors for betas outside [0, 1), a negative eps or weight decay (Python or concrete)."""
   for name, value in hyperparams.items():
     if value is None or isinstance(value, jax.core.Tracer):
       continue  # traced values (inject_hyperparams) cannot be checked here
     value = float(value)
-    if name == "eps":
+    if name in ("eps", "weight_decay"):
       if not value >= 0:
-        raise ValueError(f"eps must be >= 0, got {value}.")
+        raise ValueError(f"{name} must be >= 0, got {value}.")
     elif not 0 <= value < 1:
       raise ValueError(f"{name} must lie in [0, 1), got {value}.")
 

@@ -55,6 +55,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxpapers import tree
+from jaxpapers.models.transformer import check_token_ids
 from jaxpapers.rl import grpo
 from jaxpapers.rl import shell
 
@@ -92,7 +94,13 @@ def span_mask(starts_BxT: jax.Array, ends_BxT: jax.Array,
 
 def echo_masks(spans: shell.Spans, *, length: int,
                mode: str = "env_only") -> EchoMasks:
-  """The action, world-loss target and body masks of ``spans`` (see module doc)."""
+  """The action, world-loss target and body masks of ``spans`` (see module doc).
+
+  Raises ``ValueError`` for an unknown ``mode``, ``length < 1`` or span
+  arrays of unlike shapes.
+  """
+  if length < 1:
+    raise ValueError(f"length must be >= 1; got {length}.")
   if mode not in MASK_MODES:
     raise ValueError(f"mode must be one of {MASK_MODES}; got {mode!r}.")
   warning = span_mask(spans.warning_start, spans.warning_end, length)
@@ -110,29 +118,65 @@ def shift_for_next_token(masks: EchoMasks) -> EchoMasks:
 
 
 def world_model_only(masks: EchoMasks, rows_B: jax.Array) -> EchoMasks:
-  """Zeroes the action mask of the rows where ``rows_B`` is True (per row)."""
+  """Zeroes the action mask of the rows where ``rows_B`` is True (per row).
+
+  Raises ``ValueError`` unless ``rows_B`` is ``[B]``, ``TypeError`` unless
+  it is boolean (``~`` of an integer flag is not its negation).
+  """
   if rows_B.shape != masks.action.shape[:1]:
     raise ValueError(f"rows_B must be [{masks.action.shape[0]}]; got"
                      f" {rows_B.shape}.")
+  if rows_B.dtype != jnp.bool_:
+    raise TypeError(f"rows_B must be boolean; got {rows_B.dtype}.")
   return masks._replace(action=masks.action & ~rows_B[:, None])
 
 
 def token_log_probs(logits_BxLxV: jax.Array, targets_BxL: jax.Array, *,
                     temperature: float | jax.Array = 1.0) -> jax.Array:
-  """``log softmax(logits / temperature)`` at the targets: ``[B, L]`` float32."""
-  if logits_BxLxV.shape[:-1] != targets_BxL.shape:
+  """``log softmax(logits / temperature)`` at the targets: ``[B, L]`` float32.
+
+  Raises:
+    ValueError: for shapes other than ``[B, L, V]`` and ``[B, L]``, a Python
+      ``temperature <= 0``, or concrete targets outside ``[0, V)``.
+    TypeError: for non-integer targets.
+
+  A traced target outside ``[0, V)`` gives NaN (no log-probability is read);
+  a traced ``temperature <= 0`` gives non-finite values.
+  """
+  if isinstance(temperature, (int, float)) and not temperature > 0:
+    raise ValueError(f"temperature must be > 0; got {temperature}.")
+  if jnp.ndim(logits_BxLxV) != 3 or logits_BxLxV.shape[:-1] != targets_BxL.shape:
     raise ValueError(f"logits_BxLxV {logits_BxLxV.shape} does not match"
                      f" targets_BxL {targets_BxL.shape} (need [B, L, V] and"
                      " [B, L]).")
+  dtype = jnp.result_type(targets_BxL)
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise TypeError(f"targets_BxL must hold integer token ids; got {dtype}.")
+  check_token_ids(targets_BxL, logits_BxLxV.shape[-1], "targets_BxL")
   log_probs = jax.nn.log_softmax(
       logits_BxLxV.astype(jnp.float32) / temperature, axis=-1)
-  return jnp.take_along_axis(log_probs, targets_BxL[..., None], axis=-1)[..., 0]
+  return _pick(log_probs, targets_BxL)
+
+
+def _pick(log_probs_BxLxV, targets_BxL):
+  """The targets' entries; a vocabulary sharded on Explicit axes is gathered first.
+
+  (A gather along a sharded axis has no output sharding there.)
+  """
+  rows = tree.contraction_spec(log_probs_BxLxV)
+  if rows is not None:
+    log_probs_BxLxV = jax.sharding.reshard(log_probs_BxLxV, rows)
+  return jnp.take_along_axis(log_probs_BxLxV, targets_BxL[..., None],
+                             axis=-1, wrap_negative_indices=False)[..., 0]
 
 
 def env_loss(log_probs_BxL: jax.Array, masks: EchoMasks) -> jax.Array:
   r"""Mean over trajectories of :math:`\sum_t m_t \mathrm{CE}_t / (N_{obs} + 10^{-3})`."""
   grpo.check_same_shape(log_probs_BxL=log_probs_BxL,
                      env_target=masks.env_target, body=masks.body)
+  if jnp.ndim(log_probs_BxL) != 2:
+    raise ValueError(f"log_probs_BxL must be [B, L]; got shape"
+                     f" {jnp.shape(log_probs_BxL)}.")
   target = masks.env_target.astype(jnp.float32)
   n_obs_B = jnp.sum(masks.body.astype(jnp.float32), axis=-1)
   per_row_B = -jnp.sum(log_probs_BxL * target, axis=-1) / (

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxpapers.data import sampling
 from jaxpapers.routing import lehd
 from jaxpapers.routing import tsp
 
@@ -45,6 +46,8 @@ class TrainState(NamedTuple):
 def optimizer(learning_rate: float, *, steps_per_epoch: int,
               decay: float = 0.97) -> optax.GradientTransformation:
   """``adam(exponential_decay(learning_rate, steps_per_epoch, decay, staircase=True))``."""
+  if not learning_rate > 0:
+    raise ValueError(f"learning_rate must be > 0; got {learning_rate}.")
   if steps_per_epoch < 1:
     raise ValueError(f"steps_per_epoch must be >= 1; got {steps_per_epoch}.")
   if not 0 < decay <= 1:
@@ -63,9 +66,19 @@ def train_steps(state: TrainState, coords_MxNx2: jax.Array,
   """``num_steps`` steps from step ``first_step`` on the M labelled instances.
 
   Returns the new state and the ``[num_steps]`` losses.
+
+  Raises:
+    ValueError: for coordinates not ``[M, N, 2]``, fewer or more tours than
+      instances, ``batch_size < 1`` or ``num_steps < 1``.
+    TourError: for tours not ``[M, N]`` or not integer. Their values are
+      traced here and not checked: validate labels with
+      :func:`~jaxpapers.routing.tsp.tour_length` (eager) first.
   """
   tsp.check_coords(coords_MxNx2)
   tsp.check_tours(tours_MxN, coords_MxNx2.shape[1], "tours")
+  if tours_MxN.shape[0] != coords_MxNx2.shape[0]:
+    raise ValueError(f"tours_MxN must label every instance: {tours_MxN.shape[0]}"
+                     f" tours for {coords_MxNx2.shape[0]} instances.")
   if batch_size < 1 or num_steps < 1:
     raise ValueError(f"batch_size and num_steps must be >= 1; got"
                      f" {batch_size}, {num_steps}.")
@@ -74,10 +87,12 @@ def train_steps(state: TrainState, coords_MxNx2: jax.Array,
     pick_key, path_key = jax.random.split(jax.random.fold_in(key, t))
     rows_B = jax.random.randint(pick_key, (batch_size,), 0,
                                 coords_MxNx2.shape[0])
-    paths = lehd.partial_paths(path_key, tours_MxN[rows_B])
+    # take: rows of a data set sharded along Explicit axes come out replicated.
+    coords_BxNx2, tours_BxN = sampling.take((coords_MxNx2, tours_MxN), rows_B)
+    paths = lehd.partial_paths(path_key, tours_BxN)
     loss, grads = jax.value_and_grad(
         lambda p: lehd.imitation_loss(nnx.merge(graphdef, p),
-                                      coords_MxNx2[rows_B], paths))(state.params)
+                                      coords_BxNx2, paths))(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     return TrainState(optax.apply_updates(state.params, updates),
                       opt_state), loss
@@ -89,6 +104,15 @@ def train_steps(state: TrainState, coords_MxNx2: jax.Array,
 def greedy_gaps(params: Any, coords_BxNx2: jax.Array,
                 optimal_lengths_B: jax.Array, *, graphdef: nnx.GraphDef
                 ) -> jax.Array:
-  """``length(greedy tour) / optimal length - 1`` per instance (the optimality gap)."""
+  """``length(greedy tour) / optimal length - 1`` per instance (the optimality gap).
+
+  ``optimal_lengths_B`` must be ``[B]`` (``ValueError``); a traced length of
+  0 gives an infinite or NaN gap.
+  """
+  tsp.check_coords(coords_BxNx2)
+  if optimal_lengths_B.shape != coords_BxNx2.shape[:1]:
+    raise ValueError(f"optimal_lengths_B must have shape"
+                     f" [{coords_BxNx2.shape[0]}]; got"
+                     f" {list(optimal_lengths_B.shape)}.")
   tours_BxN = lehd.greedy_tours(nnx.merge(graphdef, params), coords_BxNx2)
   return tsp.tour_length(coords_BxNx2, tours_BxN) / optimal_lengths_B - 1

@@ -50,6 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
 from jaxpapers.routing import tsp
 
 FF_MULTIPLE = 4
@@ -111,7 +112,9 @@ class ReZeroLayer(nnx.Module):
     if self.gate is not None:
       attended_BxTxD = attended_BxTxD * jax.nn.sigmoid(self.gate(x_BxTxD))
     x_BxTxD = x_BxTxD + self.attention_scale[...] * attended_BxTxD
-    ff_BxTxD = self.down(jax.nn.relu(self.up(x_BxTxD)))
+    # A sharded feed-forward width (tensor parallelism) is summed over.
+    ff_BxTxD = self.down(jax.nn.relu(self.up(x_BxTxD)),
+                         out_sharding=tree.contraction_spec(x_BxTxD))
     return x_BxTxD + self.ff_scale[...] * ff_BxTxD
 
 
@@ -161,7 +164,9 @@ class HeavyDecoder(nnx.Module):
         [self.destination(take(destination_B)), self.current(take(current_B)),
          e_BxNxD], axis=1)
     context_BxC = jnp.ones((unvisited_BxN.shape[0], _CONTEXT_TOKENS), jnp.bool_)
-    valid_BxT = jnp.concatenate([context_BxC, unvisited_BxN], axis=1)
+    # Explicit mesh axes concatenate only alike-sharded arrays.
+    valid_BxT = jnp.concatenate(
+        [tree.reshard_like(context_BxC, unvisited_BxN), unvisited_BxN], axis=1)
     for layer in self.decoder:
       tokens_BxTxD = layer(tokens_BxTxD, valid_BxT)
     scores_BxN = self.score(tokens_BxTxD[:, _CONTEXT_TOKENS:])[..., 0]
@@ -177,7 +182,10 @@ def layer_parameter_count(width: int, gated: bool = False) -> int:
 
   Attention: q, k, v and output projections with biases (4D^2 + 4D); the
   feed-forward D -> 4D -> D (8D^2 + 5D); two ReZero scalars.
+  ``width`` must be an int >= 1 (``ValueError``).
   """
+  if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+    raise ValueError(f"width must be an int >= 1; got {width!r}.")
   return 12 * width ** 2 + 9 * width + 2 + (width ** 2 if gated else 0)
 
 
@@ -210,20 +218,28 @@ def sample_tours(model: HeavyDecoder, coords_BxNx2: jax.Array, key: jax.Array,
   if not temperature > 0:
     raise ValueError(f"temperature must be > 0; got {temperature}.")
   batch = np.shape(coords_BxNx2)[0]
+  # Tiling a sharded batch, and reading the samples back per instance, have
+  # no sharding on Explicit axes: sample on replicated instances and give
+  # the tours the instances' batch sharding back.
+  spec = tree.explicit_spec(coords_BxNx2)
+  coords_BxNx2 = tree.gather_explicit(coords_BxNx2)[0]
   coords_SBxNx2 = jnp.tile(coords_BxNx2, (num_samples, 1, 1))
   tours_SBxN = _construct(model, coords_SBxNx2, key, temperature)
   lengths_SxB = tsp.tour_length(coords_SBxNx2, tours_SBxN).reshape(
       num_samples, batch)
   best_B = jnp.argmin(lengths_SxB, axis=0)
   tours_SxBxN = tours_SBxN.reshape(num_samples, batch, -1)
-  return jnp.take_along_axis(tours_SxBxN, best_B[None, :, None], axis=0)[0]
+  best_BxN = jnp.take_along_axis(tours_SxBxN, best_B[None, :, None], axis=0)[0]
+  return best_BxN if spec is None else jax.sharding.reshard(
+      best_BxN, jax.P(*spec[:2]))
 
 
 def _construct(model, coords_BxNx2, key, temperature):
   tsp.check_coords(coords_BxNx2)
   batch, n = np.shape(coords_BxNx2)[:2]
   e_BxNxD = model.embed(coords_BxNx2)
-  start_B = jnp.zeros((batch,), jnp.int32)
+  # Like the instances' batch sharding (Explicit axes concatenate alike only).
+  start_B = jnp.zeros_like(coords_BxNx2[:, 0, 0], dtype=jnp.int32)
   cities_N = jnp.arange(n, dtype=jnp.int32)
   keys = (jnp.zeros((n - 1,), jnp.uint32) if key is None
           else jax.random.split(key, n - 1))
@@ -239,7 +255,8 @@ def _construct(model, coords_BxNx2, key, temperature):
     unvisited_BxN = unvisited_BxN & (cities_N[None, :] != next_B[:, None])
     return (next_B, unvisited_BxN), next_B
 
-  unvisited_BxN = jnp.broadcast_to(cities_N[None, :] != 0, (batch, n))
+  # Built from start_B, the scan's carry keeps the instances' sharding.
+  unvisited_BxN = cities_N[None, :] != start_B[:, None]
   _, visited_SxB = jax.lax.scan(step, (start_B, unvisited_BxN), keys)
   return jnp.concatenate([start_B[:, None], visited_SxB.T], axis=1)
 
@@ -302,7 +319,20 @@ def partial_paths(key: jax.Array, tours_BxN: jax.Array,
 
 def imitation_loss(model: HeavyDecoder, coords_BxNx2: jax.Array,
                    paths: PartialPaths) -> jax.Array:
-  """Mean cross-entropy of ``paths.target`` under the model's next-city softmax."""
+  """Mean cross-entropy of ``paths.target`` under the model's next-city softmax.
+
+  Raises ``ValueError`` unless ``paths`` holds one example per instance of
+  ``coords_BxNx2``: ``[B]`` cities and a ``[B, N]`` unvisited mask. A label
+  outside the unvisited cities has probability 0: its loss is infinite.
+  """
+  tsp.check_coords(coords_BxNx2)
+  batch, n = np.shape(coords_BxNx2)[:2]
+  expected = PartialPaths((batch,), (batch,), (batch, n), (batch,))
+  for name, array, shape in zip(PartialPaths._fields, paths, expected):
+    if np.shape(array) != shape:
+      raise ValueError(f"paths.{name} must have shape {list(shape)} for"
+                       f" coords of shape {np.shape(coords_BxNx2)}; got"
+                       f" {list(np.shape(array))}.")
   logits_BxN = model(coords_BxNx2, paths.destination_B, paths.current_B,
                      paths.unvisited_BxN)
   log_probs_BxN = jax.nn.log_softmax(logits_BxN, axis=-1)

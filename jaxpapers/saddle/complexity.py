@@ -13,7 +13,13 @@ import numpy as np
 
 
 def loglog_slope(xs: Sequence[float], values: Sequence[float]) -> float | None:
-  """The least-squares slope of log ``values`` in log ``xs`` (None from one)."""
+  """The least-squares slope of log ``values`` in log ``xs`` (None from one).
+
+  Raises:
+    ValueError: unless ``xs`` and ``values`` are equally long and positive.
+  """
+  _check_positive_series("xs", xs, len(xs))
+  _check_positive_series("values", values, len(xs))
   if len(xs) < 2:
     return None
   return float(np.polyfit(np.log(xs), np.log(values), 1)[0])
@@ -47,6 +53,12 @@ def growth_against_bound(xs: Sequence[float], measured: Sequence[float],
     >>> round(growth["measured_slope"], 3), growth["agrees"]
     (0.021, True)
   """
+  if not tolerance >= 0:
+    raise ValueError(f"tolerance must be >= 0, got {tolerance!r}.")
+  _check_positive_series("xs", xs, len(xs))
+  _check_positive_series("measured", measured, len(xs))
+  if bound is not None:
+    _check_positive_series("bound", bound, len(xs))
   measured = np.asarray(measured, np.float64)
   growth = {"measured_relative": (measured / measured[0]).tolist(),
             "measured_slope": (loglog_slope(xs, measured)
@@ -61,3 +73,15 @@ def growth_against_bound(xs: Sequence[float], measured: Sequence[float],
     growth["agrees"] = bool(
         abs(growth["measured_slope"] - growth["predicted_slope"]) <= tolerance)
   return growth
+
+
+def _check_positive_series(name: str, values: Sequence[float],
+                           length: int) -> None:
+  """Log-log fits need one positive, finite value per x."""
+  array = np.asarray(values, np.float64)
+  if array.shape != (length,):
+    raise ValueError(
+        f"{name} must hold one value per x ({length}), got shape {array.shape}.")
+  if not np.all(np.isfinite(array) & (array > 0)):
+    raise ValueError(f"{name} must be positive and finite (a log-log fit),"
+                     f" got {array.tolist()}.")

@@ -203,6 +203,10 @@ def ergodic_average(state: DecoupledState) -> jax.Array:
   Returns:
     ``(N, D)``.
   """
+  if not isinstance(state, DecoupledState):
+    raise TypeError(
+        "state must be the DecoupledState of dm_sp or dm_vip (the other"
+        f" methods keep no prox points), got {type(state).__name__}.")
   stages = jnp.maximum(state.num_stages, 1).astype(state.prox_point_sum.dtype)
   return state.prox_point_sum / stages[..., None]
 

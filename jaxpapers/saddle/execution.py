@@ -29,10 +29,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.saddle.game import check_blocks
+from jaxpapers.saddle.game import check_constant
 from jaxpapers.saddle.game import Game
 from jaxpapers.saddle.network import Counters
 from jaxpapers.saddle.network import Player
 from jaxpapers.saddle.network import PLAYER_AXIS
+from jaxpapers.tree import gather_explicit
 
 State = Any
 
@@ -89,6 +91,7 @@ def init(method: Method, game: Game, z0_NxD: jax.Array,
   check_blocks(game, z0_NxD, "z0")
   _check_mesh(game, mesh)
   z0_NxD = jnp.asarray(z0_NxD, game.dtype)
+  method, game, z0_NxD = _on_one_device(mesh, method, game, z0_NxD)
   return _init(method, _without_solution(game), z0_NxD, mesh)
 
 
@@ -115,10 +118,11 @@ def run(
     game: the game.
     state: from :func:`init` or a previous :func:`run`.
     num_steps: maximum number of steps (static: the length of the trace).
-    stop_residual: absolute tolerance on :math:`\\|F\\|`.
-    max_residual: divergence threshold on :math:`\\|F\\|`.
-    step_limit: at most this many steps (<= ``num_steps``); traced, so a
-      varying limit does not recompile. None means ``num_steps``.
+    stop_residual: absolute tolerance on :math:`\\|F\\|` (>= 0).
+    max_residual: divergence threshold on :math:`\\|F\\|` (> 0).
+    step_limit: at most this many steps (>= 0; a limit above ``num_steps``
+      runs ``num_steps``); traced, so a varying limit does not recompile.
+      None means ``num_steps``.
     mesh: None (one device, ``vmap``) or a mesh with a ``"players"`` axis
       with one device per player (``shard_map``).
 
@@ -142,12 +146,29 @@ def run(
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
   _check_mesh(game, mesh)
+  check_constant("stop_residual", stop_residual, strict=False)
+  check_constant("max_residual", max_residual, strict=True)
   step_limit = num_steps if step_limit is None else step_limit
+  check_constant("step_limit", step_limit, strict=False)
+  method, game, state = _on_one_device(mesh, method, game, state)
   return _run(method, _without_solution(game), state,
               jnp.asarray(stop_residual, game.dtype),
               jnp.asarray(max_residual, game.dtype),
               jnp.asarray(step_limit, jnp.int32), num_steps=num_steps,
               mesh=mesh)
+
+
+def _on_one_device(mesh: jax.sharding.Mesh | None,
+                   *trees: Any) -> tuple[Any, ...]:
+  """``trees`` with Explicit-sharded leaves gathered when ``mesh`` is None.
+
+  The one-device path vmaps over the player axis, which needs every input's
+  player axis laid out alike; inputs sharded along an Explicit axis of the
+  ambient mesh (``jax.set_mesh``) are therefore used whole there.
+  """
+  if mesh is not None:
+    return trees
+  return gather_explicit(trees)[0]
 
 
 def _without_solution(game: Game) -> Game:
@@ -325,6 +346,9 @@ def player_mesh(num_players: int) -> jax.sharding.Mesh:
   :func:`run` expect; under ``jax.distributed`` the devices may belong to
   different processes.
   """
+  if not isinstance(num_players, int) or num_players < 1:
+    raise ValueError(
+        f"num_players must be a positive int, got {num_players!r}.")
   if jax.device_count() < num_players:
     raise ValueError(f"{num_players} players need {num_players} devices (one"
                      f" each), found {jax.device_count()}.")

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.curvature.lanczos import lambda_max
+from jaxpapers.tree import gather_explicit
 from jaxpapers.tree import leading_size
 
 # player_gradient(data_i, index, z_NxD) -> (D,): player `index`'s own
@@ -91,8 +92,11 @@ class Game:
     """:math:`F(z)`, every player's own gradient at the same point."""
     check_blocks(self, z_NxD, "z")
     indices = jnp.arange(self.num_players)
+    # vmap needs the player axis of its inputs laid out alike: Explicit
+    # shardings of the data and the point are gathered (tree.gather_explicit).
+    (player_data, z_NxD), _ = gather_explicit((self.player_data, z_NxD))
     return jax.vmap(self.player_gradient, in_axes=(0, 0, None))(
-        self.player_data, indices, z_NxD
+        player_data, indices, z_NxD
     )
 
   def zeros(self) -> jax.Array:

@@ -46,11 +46,15 @@ def duality_gap(game: Game, z_NxD: jax.Array,
     game: a two-player zero-sum game from
       :func:`~jaxpapers.saddle.saddle_game` (or the random constructors).
     z_NxD: the point, usually an ergodic average of iterates.
-    radius: R, or None for the unconstrained gap.
+    radius: R > 0, or None for the unconstrained gap.
 
   Returns:
     The gap (scalar).
   """
+  if radius is not None and not (isinstance(radius, (int, float))
+                                 and radius > 0):
+    raise ValueError(f"radius must be None or a positive number, got"
+                     f" {radius!r}.")
   saddle_blocks(game)  # named errors before tracing
   check_blocks(game, z_NxD, "z")
   return _duality_gap(game, z_NxD, radius)

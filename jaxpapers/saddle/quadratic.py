@@ -25,6 +25,8 @@ import jax.numpy as jnp
 
 from jaxpapers.saddle.game import Game
 from jaxpapers.saddle.game import make_game
+from jaxpapers.tree import gather_explicit
+from jaxpapers.tree import merge_axes
 
 
 class LinearGameData(NamedTuple):
@@ -79,8 +81,10 @@ def linear_game(jacobian_NxDxNxD: jax.Array, offset_NxD: jax.Array) -> Game:
     >>> float(game.coupling), [round(float(v), 3) for v in game.solution.ravel()]
     (1.0, [-0.4, -0.2])
   """
-  jacobian = jnp.asarray(jacobian_NxDxNxD)
-  offset = jnp.asarray(offset_NxD, jacobian.dtype)
+  # Dense linear algebra on the whole matrix: Explicit shardings are gathered.
+  (jacobian, offset), _ = gather_explicit((jnp.asarray(jacobian_NxDxNxD),
+                                           jnp.asarray(offset_NxD)))
+  offset = offset.astype(jacobian.dtype)
   if jacobian.ndim != 4 or jacobian.shape[:2] != jacobian.shape[2:]:
     raise ValueError(
         "jacobian_NxDxNxD must have shape (N, D, N, D) (square blocks, one"
@@ -138,7 +142,9 @@ def _analyse(jacobian: jax.Array, offset: jax.Array) -> _Facts:
   """Constants and solution of an affine game, in one compiled call."""
   num_players, dim = jacobian.shape[:2]
   diagonal = jnp.einsum("idie->ide", jacobian)
-  matrix = jacobian.reshape(num_players * dim, num_players * dim)
+  # Two one-axis merges rather than one reshape: Explicit sharding of a
+  # vmapped batch axis refuses a reshape that merges several axes at once.
+  matrix = merge_axes(merge_axes(jacobian, 2), 0)
   block_diagonal = jax.scipy.linalg.block_diag(*diagonal)
   scale = jnp.linalg.norm(matrix, 2)
   rhs = -offset.reshape(-1)
@@ -174,7 +180,8 @@ def saddle_game(p: jax.Array, b: jax.Array, q: jax.Array, a: jax.Array,
     The :class:`~jaxpapers.saddle.Game` (player 0 is :math:`x`, player 1 is
     :math:`y`).
   """
-  p, b, q = jnp.asarray(p), jnp.asarray(b), jnp.asarray(q)
+  (p, b, q, a, c_y), _ = gather_explicit(tuple(
+      jnp.asarray(x) for x in (p, b, q, a, c_y)))
   for name, m in (("p", p), ("q", q)):
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
       raise ValueError(f"{name} must be a square matrix, got shape {m.shape}.")
@@ -222,6 +229,7 @@ def random_saddle_game(
     >>> game.self_smoothness.round(3).tolist(), round(float(game.coupling), 3)
     ([10.0, 10.0], 1.0)
   """
+  _check_dim(dim)
   l_yy = l_xx if l_yy is None else l_yy
   for name, value in (("l_xx", l_xx), ("l_yy", l_yy), ("l_xy", l_xy),
                       ("mu", mu)):
@@ -258,6 +266,7 @@ def random_bilinear_game(
   ``[min_singular_value, l_xy]`` with the extremes attained, so the unique
   solution :math:`(B^{-\top} b, -B^{-1} a)` exists.
   """
+  _check_dim(dim)
   if not 0 < min_singular_value <= l_xy:
     raise ValueError(
         "need 0 < min_singular_value <= l_xy, got"
@@ -293,8 +302,9 @@ def random_monotone_game(
   :math:`(A + A^\top)/2 \succeq \mu I`. The reported constants are the exact
   ones of the resulting :math:`A`.
   """
-  if num_players < 2:
-    raise ValueError(f"num_players must be >= 2, got {num_players}.")
+  if not isinstance(num_players, int) or num_players < 2:
+    raise ValueError(f"num_players must be an int >= 2, got {num_players!r}.")
+  _check_dim(dim)
   if not (0 < 2 * mu <= l_self and l_cross > 0):
     raise ValueError(
         "need 0 < 2 * mu <= l_self and l_cross > 0, got"
@@ -326,6 +336,12 @@ def _random_monotone_blocks(key, num_players, dim, mu, l_self, l_cross, *,
             + sym * (mu / jnp.linalg.norm(sym, 2)))
   jacobian = matrix.reshape(num_players, dim, num_players, dim)
   return jacobian, jax.random.normal(keys[-1], (num_players, dim), dtype)
+
+
+def _check_dim(dim):
+  if not isinstance(dim, int) or dim < 1:
+    raise ValueError(f"dim must be a positive int (the block size), got"
+                     f" {dim!r}.")
 
 
 def _check_concrete(name, value, ok, message):

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from jaxpapers.saddle.game import estimate_constants
 from jaxpapers.saddle.game import Game
 from jaxpapers.saddle.game import make_game
+from jaxpapers.tree import gather_explicit
 
 
 class RobustRegressionData(NamedTuple):
@@ -79,7 +80,18 @@ def player_gradient(data_i: RobustRegressionData, index: jax.Array,
 
 def node_operator(data: RobustRegressionData, node: int,
                   z_2xD: jax.Array) -> jax.Array:
-  r"""Node ``node``'s operator :math:`F_m = (\nabla_w f_m, -\nabla_r f_m)` (reading B)."""
+  r"""Node ``node``'s operator :math:`F_m = (\nabla_w f_m, -\nabla_r f_m)` (reading B).
+
+  ``node`` is a Python int in ``[0, M)``; ``z_2xD`` is ``(2, d)``.
+  """
+  num_nodes, dim = data.features.shape[1], data.features.shape[-1]
+  if not isinstance(node, int) or not 0 <= node < num_nodes:
+    raise ValueError(f"node must be an int in [0, {num_nodes}) (one of the M"
+                     f" data shards), got {node!r}.")
+  if tuple(jnp.shape(z_2xD)) != (2, dim):
+    raise ValueError(f"z_2xD must have shape (2, {dim}), got"
+                     f" {tuple(jnp.shape(z_2xD))}.")
+  (data, z_2xD), _ = gather_explicit((data, z_2xD))  # as robust_regression
   own = jax.tree.map(lambda x: x[0], data)
   grad = jax.grad(_node_objective, argnums=4)(
       own.features[node], own.targets[node], own.l2, own.beta, z_2xD)
@@ -100,7 +112,7 @@ def robust_regression(
     l2: :math:`\\lambda > 0`.
     beta: :math:`\\beta > 0`; too small a value makes the game non-monotone
       at its stationary point (a ``ValueError``).
-    newton_iters: Newton steps on :math:`F(z) = 0` for the solution.
+    newton_iters: Newton steps on :math:`F(z) = 0` for the solution (>= 0).
 
   Returns:
     A :class:`~jaxpapers.saddle.Game` (player 0 is :math:`w`, player 1 is
@@ -115,8 +127,10 @@ def robust_regression(
     >>> float(saddle.residual_norm(game, game.solution)) < 1e-5
     True
   """
-  features_nxd = jnp.asarray(features_nxd)
-  targets_n = jnp.asarray(targets_n, features_nxd.dtype)
+  # The shards are cut from whole arrays: Explicit shardings are gathered.
+  (features_nxd, targets_n), _ = gather_explicit(
+      (jnp.asarray(features_nxd), jnp.asarray(targets_n)))
+  targets_n = targets_n.astype(features_nxd.dtype)
   if features_nxd.ndim != 2 or targets_n.shape != features_nxd.shape[:1]:
     raise ValueError(
         "features_nxd must be (n, d) and targets_n (n,), got"
@@ -132,6 +146,8 @@ def robust_regression(
   for name, value in (("l2", l2), ("beta", beta)):
     if not value > 0:
       raise ValueError(f"{name} must be > 0, got {value!r}.")
+  if not isinstance(newton_iters, int) or newton_iters < 0:
+    raise ValueError(f"newton_iters must be an int >= 0, got {newton_iters!r}.")
   dim = features_nxd.shape[1]
   dtype = features_nxd.dtype
   used = num_nodes * per_node

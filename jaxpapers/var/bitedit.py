@@ -213,12 +213,28 @@ def trust_radius(clean_log_odds: jax.Array, direction: jax.Array,
   Returns:
     :math:`\delta_{\max}`, shaped like ``clean_log_odds``.
 
+  Raises:
+    ValueError: for an unknown ``trust``, ``bisection_steps < 1``, a
+      non-scalar ``epsilon`` or a concrete one that is not > 0 (a traced
+      ``epsilon <= 0`` gives a NaN or zero radius).
+
   Example:
     >>> r = trust_radius(jnp.array([0.0]), jnp.array([1.0]), 1e-3,
     ...                  trust="exact")
     >>> round(float(bernoulli_kl(jnp.array([0.0]), r)[0]), 5)
     0.001
   """
+  if trust not in TRUST_MODES:
+    raise ValueError(f"trust must be one of {TRUST_MODES}; got {trust!r}.")
+  if not isinstance(bisection_steps, int) or bisection_steps < 1:
+    raise ValueError(
+        f"bisection_steps must be a positive int; got {bisection_steps!r}.")
+  if jnp.ndim(epsilon) != 0:
+    raise ValueError(f"epsilon must be a scalar budget; got shape"
+                     f" {jnp.shape(epsilon)}.")
+  if _concrete(epsilon) and not np.asarray(epsilon) > 0:
+    raise ValueError(f"epsilon (the per-bit KL budget) must be > 0 (inf for no"
+                     f" trust region); got {epsilon}.")
   epsilon = jnp.asarray(epsilon, clean_log_odds.dtype)
   unbounded = jnp.isinf(epsilon)
   # A finite stand-in keeps the unused branch's gradient finite (no inf * 0).
@@ -227,8 +243,6 @@ def trust_radius(clean_log_odds: jax.Array, direction: jax.Array,
     p = jax.nn.sigmoid(clean_log_odds)
     radius = jnp.sqrt(2 * finite_epsilon / (p * (1 - p) + QUADRATIC_FLOOR))
     return jnp.where(unbounded, jnp.inf, radius)
-  if trust != "exact":
-    raise ValueError(f"trust must be one of {TRUST_MODES}; got {trust!r}.")
   sign = jnp.where(direction < 0, -1.0, 1.0).astype(clean_log_odds.dtype)
 
   def halve(_, bracket):

@@ -146,6 +146,11 @@ def sample(generator: BitwiseGenerator, key: jax.Array, prompt: jax.Array, *,
     ValueError: if the generator's log-odds are NaN or inf (under ``jit``,
       when the compiled call runs, wrapped in a ``JaxRuntimeError``).
 
+  Batch it with ``jax.vmap``; over a batch sharded along an Explicit mesh
+  axis use :func:`jaxpapers.tree.vmap_sharded` (the finiteness check's host
+  callback slices a vmapped batch example by example, which such a batch
+  refuses).
+
   Example:
     >>> from jaxpapers.var import toy
     >>> gen = toy.toy_generator(jax.random.key(0))
@@ -204,6 +209,8 @@ def edit(generator: BitwiseGenerator, key: jax.Array, source: Sample,
     ValueError: on a mask of the wrong shape or dtype, gates of the wrong
       length, a source with other scales, or NaN/inf log-odds (under
       ``jit``, when the compiled call runs).
+
+  Batch it as :func:`sample`.
 
   Example:
     >>> from jaxpapers.var import bitedit, toy

@@ -43,10 +43,16 @@ Upsample = Callable[[jax.Array], jax.Array]
 def codes_from_bits(bits: jax.Array) -> jax.Array:
   r"""Continuous codes :math:`(2b - 1)/\sqrt{d}` of ``(..., d)`` bits (Infinity's map).
 
+  ``bits`` are booleans (or 0/1 ints); a float array raises ``TypeError``.
+
   Example:
     >>> codes_from_bits(jnp.array([True, False, True, True])).tolist()
     [0.5, -0.5, 0.5, 0.5]
   """
+  if bits.ndim < 1 or not (bits.dtype == jnp.bool_
+                           or jnp.issubdtype(bits.dtype, jnp.integer)):
+    raise TypeError(f"bits must be a bool (or 0/1 int) array of shape (..., d);"
+                    f" got {bits.dtype}{list(bits.shape)}.")
   num_bits = bits.shape[-1]
   return (2 * bits.astype(jnp.float32) - 1) / jnp.sqrt(jnp.float32(num_bits))
 
@@ -84,6 +90,9 @@ def compose_scale(prefix: jax.Array, source_code: jax.Array,
   if source_code.shape != edited_code.shape:
     raise ValueError(f"edited_code must have the shape of source_code"
                      f" {source_code.shape}; got {edited_code.shape}.")
+  if prefix.ndim != 3:
+    raise ValueError(f"prefix must be the (H, W, d) running sum; got shape"
+                     f" {prefix.shape}.")
   if mask is None:
     return prefix + upsample(edited_code)
   check_mask(mask, prefix.shape[:2])
@@ -119,6 +128,8 @@ def compose(source_codes: Sequence[jax.Array],
     [[1.0, 0.0], [0.0, 0.0]]
   """
   num_scales = len(source_codes)
+  if not num_scales:
+    raise ValueError("source_codes must list at least one scale.")
   if len(edited_codes) != num_scales or len(upsample) != num_scales:
     raise ValueError(f"source_codes, edited_codes and upsample must list the"
                      f" same scales; got {num_scales}, {len(edited_codes)},"
@@ -145,6 +156,9 @@ def sum_of_scales(codes: Sequence[jax.Array],
     ...               [up, up])[0, 0].tolist()
     [2.0]
   """
+  if not codes or len(codes) != len(upsample):
+    raise ValueError(f"codes and upsample must list the same, non-empty"
+                     f" scales; got {len(codes)} and {len(upsample)}.")
   latent = jnp.zeros_like(upsample[-1](codes[-1]))
   for code, up in zip(codes, upsample, strict=True):
     latent = latent + up(code)

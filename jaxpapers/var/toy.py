@@ -120,13 +120,13 @@ def toy_generator(key: jax.Array, *, scales: Sequence[int] = (1, 2, 4, 8),
     ValueError: on scales that are not increasing positive ints, or
       non-positive sizes.
   """
-  if (not scales or any(s < 1 for s in scales)
+  if (not scales or any(not isinstance(s, int) or s < 1 for s in scales)
       or any(a >= b for a, b in zip(scales, scales[1:]))):
     raise ValueError(f"scales must be increasing positive ints; got {scales}.")
   for name, value in (("num_bits", num_bits), ("prompt_dim", prompt_dim),
                       ("patch", patch)):
-    if value < 1:
-      raise ValueError(f"{name} must be >= 1; got {value}.")
+    if not isinstance(value, int) or value < 1:
+      raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
   sizes = {"prompt": (prompt_dim, num_bits, 2),
            "feature": (num_bits, num_bits, 2),
            "decoder": (num_bits, patch, patch, 3)}

@@ -6,6 +6,11 @@ import pytest
 
 from jaxpapers import losses
 
+def _predict(params, state_LxC):
+  del params
+  return jnp.tanh(state_LxC[-2:])
+
+
 MISUSE = [
     # Integer predictions would cast float targets to int (an MSE of 0).
     (lambda: losses.horizon_errors(jnp.ones((2, 3), jnp.int32),
@@ -20,6 +25,31 @@ MISUSE = [
     (lambda: losses.valid_prediction_time(jnp.ones((2, 3), jnp.int32),
                                           jnp.ones((2, 3)), threshold=0.5),
      TypeError, "predictions must hold real floating"),
+    (lambda: losses.valid_prediction_time(jnp.ones((2, 3)), jnp.ones((2, 3)),
+                                          threshold=-0.1),
+     ValueError, "threshold must be >= 0"),
+    (lambda: losses.teacher_forcing_loss(_predict, {}, jnp.ones((4, 6, 2)),
+                                         jnp.ones((3, 2, 2)), 0.1),
+     ValueError, r"contexts and targets must share their leading \(batch\)"),
+    (lambda: losses.teacher_forcing_loss(_predict, {}, jnp.ones((4, 6, 2)),
+                                         jnp.ones((4, 3, 2)), 0.1),
+     ValueError, r"targets must be \(B, \*prediction.shape\) = \(B, \(2, 2\)\)"),
+    (lambda: losses.teacher_forcing_loss(_predict, {}, jnp.ones((4, 6, 2)),
+                                         jnp.ones((4, 2, 2)), -1.0),
+     ValueError, "lam must be >= 0"),
+    (lambda: losses.unrolled_loss(_predict, {}, jnp.ones((4, 6, 2)),
+                                  jnp.ones((2, 3, 2))),
+     ValueError, "contexts and targets must share their leading"),
+    (lambda: losses.free_running_errors(_predict, {}, jnp.ones((4, 6, 2)),
+                                        jnp.ones((4,))),
+     ValueError, r"targets must be \(B, H, ...\)"),
+    (lambda: losses.free_running_rollout(_predict, {}, jnp.ones((6, 2)), 0),
+     ValueError, "horizon must be an int >= 1"),
+    (lambda: losses.rollout_consistency_exact(_predict, {}, jnp.ones((6, 2)),
+                                              jnp.ones((1, 3))),
+     ValueError, "target must hold the true next rows"),
+    (lambda: losses.shift_feedback(jnp.ones((2, 3)), jnp.ones((3, 3))),
+     ValueError, r"P <= 2"),
 ]
 
 
@@ -39,3 +69,11 @@ def test_float_inputs_of_two_widths_are_compared_in_the_wider_one():
                                    jnp.array([[0.0, 1.001]], jnp.float32))
   assert errors.mse.dtype == jnp.float32
   assert abs(float(errors.mse[1]) - 1.001 ** 2) < 1e-6
+
+
+def test_a_diverged_rollout_is_not_valid():
+  # NaN > threshold is False: a NaN error used to count as valid.
+  predictions = jnp.array([[0.0, jnp.nan, 0.0]])
+  steps = losses.valid_prediction_time(predictions, jnp.zeros((1, 3)),
+                                       threshold=0.5)
+  assert steps.tolist() == [1]

@@ -141,6 +141,18 @@ MISUSE = [
     (lambda: optim.track_batch_sharpness(decay=1.0), r"decay must be None or lie in \[0, 1\)"),
     (lambda: optim.ema_nesterov(optax.sgd(0.1), gamma=1.0), "gamma must lie in"),
     (lambda: optim.ema_nesterov(optax.sgd(0.1), beta_max=-0.1), "beta_max must be >= 0"),
+    (lambda: optim.soap(weight_decay=-0.01), "weight_decay must be >= 0"),
+    (lambda: optim.ema_nesterov_eval_params(
+        {"w": jnp.ones(2)}, optim.ema_nesterov(optax.sgd(0.1)).init(
+            {"v": jnp.ones(2)})),
+     "params must have the pytree structure of the params ema_nesterov"),
+    (lambda: optim.ema_nesterov_eval_params(
+        {"w": jnp.ones(3)}, optim.ema_nesterov(optax.sgd(0.1)).init(
+            {"w": jnp.ones(2)})),
+     r"params must have the leaf shapes .*: \(3,\) vs \(2,\)"),
+    (lambda: optim.ema_nesterov_eval_params({"w": jnp.ones(2)},
+                                            optax.sgd(0.1).init(jnp.ones(2))),
+     "state must contain exactly one EmaNesterovState"),
 ]
 
 

@@ -1,0 +1,80 @@
+"""jaxpapers.continual: a table of misuse, each a named error."""
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers import continual
+
+_GRAPHS, _PARAMS = continual.init_learner(jax.random.key(0), 4, 2, 3)
+_X, _LABELS, _WEIGHTS = jnp.ones((4, 4)), jnp.zeros(4, jnp.int32), jnp.ones(4)
+_TRAINING = continual.TaskTraining(epochs=1, batch_size=2)
+_Z = jnp.zeros(2)
+
+
+def _train(**overrides):
+  kwargs = {"x_NxD": _X, "labels_N": _LABELS, "weights_N": _WEIGHTS,
+            "num_seen": 3, "num_frozen": 1, **overrides}
+  return continual.train_task(_GRAPHS, _PARAMS, key=jax.random.key(1),
+                              training=_TRAINING, **kwargs)
+
+
+MISUSE = [
+    (lambda: continual.LowRankAdapter(4.0, 2, rngs=nnx.Rngs(0)), ValueError,
+     "features and rank must be >= 1"),
+    (lambda: continual.LowRankAdapter(4, 2, rngs=nnx.Rngs(0))(jnp.ones((2, 5))),
+     ValueError, "x_BxD must end in the feature width 4"),
+    (lambda: continual.CosineClassifier(4, 3, rngs=nnx.Rngs(0))(
+        jnp.ones((2, 4), jnp.int32)), TypeError, "x_BxD must hold real floating"),
+    (lambda: continual.CosineClassifier(4, 0, rngs=nnx.Rngs(0)), ValueError,
+     "features and num_classes must be >= 1"),
+    # num_seen = 0 used to mask every class: uniform logits, silently.
+    (lambda: continual.logits(_GRAPHS, _PARAMS, _X, 0), ValueError,
+     r"num_seen must lie in \[1, 3\]"),
+    (lambda: continual.logits(_GRAPHS, _PARAMS, _X, 1.5), TypeError,
+     "num_seen must be an int class count"),
+    (lambda: _train(num_seen=4), ValueError, r"num_seen must lie in \[1, 3\]"),
+    (lambda: _train(num_frozen=3, num_seen=2), ValueError,
+     "num_frozen 3 must be <= num_seen 2"),
+    (lambda: _train(labels_N=jnp.zeros(3, jnp.int32)), ValueError,
+     r"labels_N must be \(4,\) int class ids"),
+    (lambda: _train(weights_N=jnp.ones(4, jnp.int32)), ValueError,
+     r"weights_N must be \(4,\) float row weights"),
+    (lambda: _train(x_NxD=jnp.ones((3, 4)), labels_N=jnp.zeros(3, jnp.int32),
+                    weights_N=jnp.ones(3)), ValueError,
+     "not a multiple of batch_size"),
+    (lambda: continual.adapter_fisher(_GRAPHS, _PARAMS, _X, _LABELS[:2],
+                                      _WEIGHTS, 3), ValueError,
+     r"labels_N must be \(4,\)"),
+    (lambda: continual.predict(_GRAPHS, _PARAMS, jnp.ones((2, 3)), 3),
+     ValueError, "x_BxD must end in the feature width 4"),
+    (lambda: continual.TaskTraining(momentum=1.0), ValueError,
+     "0 <= momentum < 1"),
+    (lambda: continual.FusionConfig(mode="average"), ValueError,
+     "mode must be one of"),
+    (lambda: continual.FusionConfig(rho=-1.0), ValueError, "rho must be >= 0"),
+    (lambda: continual.fuse(_Z, _Z, _Z, _Z, jnp.zeros(3), 1), ValueError,
+     "h_new must have the leaf shapes of params"),
+    (lambda: continual.fuse(_Z, _Z, _Z, _Z, _Z, np.int32(0)), ValueError,
+     "task_index must be >= 1"),
+    (lambda: continual.update(continual.init(_Z), jnp.zeros(3), _Z),
+     ValueError, "task must have the leaf shapes of params"),
+    (lambda: continual.init(jnp.zeros(2, jnp.int32)), TypeError,
+     "theta0 must hold real floating-point arrays"),
+    (lambda: continual.objective(0.5, 0.5, _Z, _Z, _Z, _Z, {"w": _Z}, 0.0),
+     ValueError, "h_new must have the pytree structure of params"),
+    (lambda: continual.class_incremental_metrics(np.zeros((0, 0)), np.zeros(0)),
+     ValueError, "T >= 1"),
+    (lambda: continual.class_incremental_metrics(np.array([[90.0]]),
+                                                 np.array([0.9])), ValueError,
+     r"task_accuracy .on and below the diagonal. must be accuracies in \[0, 1\]"),
+]
+
+
+@pytest.mark.parametrize("index", range(len(MISUSE)))
+def test_misuse_is_a_named_error(index):
+  call, error, message = MISUSE[index]
+  with pytest.raises(error, match=message):
+    call()

@@ -1,0 +1,106 @@
+"""jaxpapers.models under Auto and Explicit meshes gives the unsharded numbers.
+
+Every case runs jitted on inputs sharded along the batch ("data") and/or a
+feature axis ("model") of a (2, 4) mesh (see ``check_sharded_call`` in
+tests/conftest.py). nnx models are split: their parameters are placed on the
+mesh (the FFN width over "model", Megatron style) and merged inside the
+jitted function.
+"""
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers import models
+
+_rng = np.random.default_rng(0)
+_f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
+
+_LM = models.TransformerConfig(vocab_size=16, max_len=8, d_model=8,
+                               num_heads=2, num_layers=1, d_ff=16)
+_TOKENS = jnp.asarray(_rng.integers(0, 16, (4, 8)), jnp.int32)
+_SEGMENTS = jnp.asarray(np.repeat([[0, 0, 0, 1, 1, 2, 2, 2]], 4, 0), jnp.int32)
+_WINDOWS = _f32(8, 8, 4)  # (batch, lookback, channels)
+
+
+_COLUMNS = {"kernel": jax.P(None, "model"), "bias": jax.P("model")}
+_ROWS = {"kernel": jax.P("model"), "bias": None}
+
+
+def _split(module, shard):
+  """``(graphdef, state, specs)``: ``shard`` maps a layer's name to its leaves' specs."""
+  graphdef, state = nnx.split(module)
+
+  def spec(path, _):
+    names = [str(getattr(p, "key", p)) for p in path]
+    for name, specs in shard.items():
+      if name in names:
+        return specs.get(names[names.index(name) + 1])
+    return None
+  return graphdef, state, jax.tree_util.tree_map_with_path(spec, state)
+
+
+def _module_case(module, shard, call, inputs, input_specs):
+  graphdef, state, specs = _split(module, shard)
+  run = lambda state, *args: call(nnx.merge(graphdef, state), *args)
+  return run, (state, *inputs), (specs, *input_specs)
+
+
+def _lm_loss(model, tokens, segments):
+  logits, _ = model(tokens[:, :-1], segments[:, :-1])
+  mask = (segments[:, 1:] == segments[:, :-1]).astype(jnp.float32)
+  return (models.next_token_loss(logits, tokens[:, 1:]),
+          models.next_token_loss(logits, tokens[:, 1:], mask))
+
+
+_MLP_PARAMS = models.init_mlp(jax.random.key(0), (8, 16, 4))
+
+CASES = {
+    "models.Transformer+models.dense_ffn+models.MLP+models.next_token_loss"
+    "+models.attention_mask": _module_case(
+        models.Transformer(_LM, rngs=nnx.Rngs(0), ffn_factory=models.dense_ffn),
+        # The FFN's hidden width: "up" kernels' columns, "down" kernels' rows.
+        {"up": _COLUMNS, "down": _ROWS}, _lm_loss, (_TOKENS, _SEGMENTS),
+        (jax.P("data"), jax.P("data"))),
+    "models.DLinear+models.moving_average": _module_case(
+        models.DLinear(8, 4, 2, moving_average=3, rngs=nnx.Rngs(0)),
+        {"trend": _COLUMNS, "remainder": _COLUMNS}, lambda model, w: jax.vmap(model)(w), (_WINDOWS,),
+        (jax.P("data", None, "model"),)),
+    "models.MLPForecaster": _module_case(
+        models.MLPForecaster(8, 4, 2, hidden=(8, 8), rngs=nnx.Rngs(0)),
+        {"hidden1": _COLUMNS, "hidden2": _ROWS}, lambda model, w: jax.vmap(model)(w),
+        (_WINDOWS,), (jax.P("data"),)),
+    "models.init_mlp+models.apply_mlp": (
+        lambda key, x: models.apply_mlp(models.init_mlp(key, (8, 16, 4)), x),
+        (jax.random.key(0), _f32(8, 8)), (None, jax.P("data", "model"))),
+    "models.apply_mlp": (
+        models.apply_mlp, (_MLP_PARAMS, _f32(8, 8)),
+        ([{"w": jax.P(None, "model"), "b": jax.P("model")},
+          {"w": jax.P("model"), "b": None}], jax.P("data"))),
+    "models.attention_mask": (
+        lambda s: models.attention_mask(s, 8), (_SEGMENTS,),
+        (jax.P("data", "model"),)),
+    "models.next_token_loss": (
+        lambda logits, targets, mask: (
+            models.next_token_loss(logits, targets),
+            models.next_token_loss(logits, targets, mask)),
+        (jnp.asarray(_rng.normal(size=(4, 8, 16)), jnp.float32), _TOKENS,
+         jnp.asarray(_rng.random((4, 8)) < 0.6)),
+        (jax.P("data", None, "model"), jax.P("data"), jax.P("data"))),
+    "models.moving_average": (
+        jax.vmap(lambda w: models.moving_average(w, 3)), (_WINDOWS,),
+        (jax.P("data", "model"),)),
+}
+
+NOT_SHARDED = {
+    "models.TransformerConfig": "a frozen dataclass of static model sizes",
+}
+
+
+@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
+                                                   check_sharded_call):
+  check_sharded_call(CASES[name], mode)

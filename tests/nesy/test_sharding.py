@@ -1,0 +1,98 @@
+"""jaxpapers.nesy under Auto and Explicit meshes gives the unsharded numbers.
+
+Every function takes a batch of examples, (B, K, V) logits and labels, here
+sharded along the mesh's data axis (and the logits' value axis along model
+where V divides it: not addition's 10 digits).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers import nesy
+from jaxpapers import tree
+
+_rng = np.random.default_rng(0)
+_ADDITION = nesy.DigitAddition(1)
+_ENUMERATED = nesy.addition_program(1)
+_XOR = nesy.enumerate_program(lambda z: z[0] ^ z[1] ^ z[2], 3, 4)
+_LOGITS_BxKxV = jnp.asarray(_rng.normal(size=(8, 2, 10)), jnp.float32)
+_LABELS_BxL = jnp.asarray(nesy.sum_to_digits(
+    list(_rng.integers(0, 19, 8)), 1)).at[0, 1].set(2)  # one infeasible
+_ONE_DIGIT_LOGITS = jnp.asarray(_rng.normal(size=(8, 2, 10)), jnp.float32)
+_ONE_DIGIT_LABELS = jnp.asarray(_rng.integers(0, 19, 8), jnp.int32)
+_XOR_LOGITS = jnp.asarray(_rng.normal(size=(8, 3, 4)), jnp.float32)
+_XOR_LABELS = jnp.asarray(_rng.integers(0, 4, 8), jnp.int32)
+_KEY = jax.random.key(0)
+_DATA = jax.P("data")
+
+
+def _em_step(logits, labels):
+  """The exact M-step loss, its gradient, and a second M-step on new logits."""
+  step = nesy.estep(_ADDITION)
+  (loss, posterior), grad = jax.value_and_grad(
+      lambda l: nesy.em_step(step, None, l, labels), has_aux=True)(logits)
+  return loss, grad, posterior, nesy.em_loss(2 * logits, posterior)
+
+
+def _semantic(logits, labels):
+  return (nesy.log_z(_ADDITION, logits, labels),
+          jax.value_and_grad(nesy.semantic_loss, 1)(_ADDITION, logits, labels))
+
+
+def _reinforce(key, logits, labels):
+  return jax.value_and_grad(
+      lambda l: nesy.reinforce_loss(_ADDITION, key, l, labels, num_samples=2),
+      has_aux=True)(logits)
+
+
+def _chain(key, logits, labels):
+  """DigitAddition's sampling E-step and its per-example methods, vmapped."""
+  logp = jax.nn.log_softmax(logits, -1)
+  map_z, map_logp = jax.vmap(_ADDITION.map_assignment)(logp, labels)
+  return (nesy.estep(_ADDITION, "stochastic")(key, logits, labels),
+          jax.vmap(_ADDITION.marginals)(logp, labels), map_z, map_logp,
+          jax.vmap(_ADDITION.satisfied)(map_z, labels))
+
+
+def _enumerated(key, keys, logits, labels, sum_logits, sums):
+  """Enumerated programs: E-steps and the per-example methods, vmapped."""
+  logp = jax.nn.log_softmax(logits, -1)
+  map_z, map_logp = jax.vmap(_XOR.map_assignment)(logp, labels)
+  return (nesy.estep(_XOR, "rejection", num_samples=4)(key, logits, labels),
+          nesy.estep(_ENUMERATED, "hard")(None, sum_logits, sums),
+          jax.vmap(_XOR.marginals)(logp, labels), map_z, map_logp,
+          jax.vmap(_XOR.sample)(keys, logp, labels),
+          # A table read at per-example worlds: mapped per device.
+          tree.vmap_sharded(_XOR.satisfied)(map_z, labels))
+
+
+CASES = {
+    "nesy.estep+nesy.em_step+nesy.em_loss": (
+        _em_step, (_LOGITS_BxKxV, _LABELS_BxL), (_DATA, _DATA)),
+    "nesy.log_z+nesy.semantic_loss": (_semantic, (_LOGITS_BxKxV, _LABELS_BxL),
+                                      (_DATA, _DATA)),
+    "nesy.reinforce_loss": (_reinforce, (_KEY, _LOGITS_BxKxV, _LABELS_BxL),
+                            (None, _DATA, _DATA)),
+    "nesy.DigitAddition": (_chain, (_KEY, _LOGITS_BxKxV, _LABELS_BxL),
+                           (None, _DATA, _DATA)),
+    "nesy.EnumeratedProgram+nesy.enumerate_program+nesy.addition_program": (
+        _enumerated, (_KEY, jax.random.split(_KEY, 8), _XOR_LOGITS, _XOR_LABELS,
+                      _ONE_DIGIT_LOGITS, _ONE_DIGIT_LABELS),
+        (None, _DATA, jax.P("data", None, "model"), _DATA, _DATA, _DATA)),
+}
+
+NOT_SHARDED = {
+    "nesy.addition_examples": "host-side numpy: draws pool indices and sums"
+                              " them with Python carries",
+    "nesy.digits_to_int": "host-side Python ints, exact for any length",
+    "nesy.sum_to_digits": "host-side Python ints to a numpy digit array",
+}
+
+
+@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
+                                                   check_sharded_call):
+  check_sharded_call(CASES[name], mode)

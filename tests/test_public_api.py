@@ -1,0 +1,98 @@
+"""Every public function of every area is in the sharding contract, or says why not.
+
+The public API is what each ``jaxpapers.<area>`` package (and the top-level
+``tree`` and ``profiling`` modules) defines or re-exports from jaxpapers. Each
+``tests/**/test_sharding*.py`` file holds ``CASES`` (keys name the functions a
+case covers, joined by ``+``; run under Auto and Explicit meshes) and may hold
+``NOT_SHARDED`` (name -> why the function takes no device arrays, or which
+other test checks it under meshes). A function added to an area without
+either fails here, so later areas are held to the same contract.
+"""
+
+import enum
+import importlib
+import importlib.util
+import inspect
+import pathlib
+import pkgutil
+import re
+
+import pytest
+
+import jaxpapers
+
+_TESTS = pathlib.Path(__file__).parent
+_REFERENCE = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
+
+
+def _areas():
+  for info in pkgutil.iter_modules(jaxpapers.__path__):
+    yield info.name
+
+
+def _is_contract_free(obj):
+  """Exceptions, NamedTuples, enums and protocols hold values or name a type."""
+  return inspect.isclass(obj) and (
+      issubclass(obj, (BaseException, tuple, enum.Enum))
+      or getattr(obj, "_is_protocol", False))
+
+
+def public_functions():
+  names = set()
+  for area in _areas():
+    module = importlib.import_module(f"jaxpapers.{area}")
+    for name, obj in vars(module).items():
+      if (name.startswith("_") or inspect.ismodule(obj) or not callable(obj)
+          or not getattr(obj, "__module__", "").startswith("jaxpapers")
+          or _is_contract_free(obj)):
+        continue
+      names.add(f"{area}.{name}")
+  return names
+
+
+def _sharding_tables():
+  for path in sorted(_TESTS.rglob("test_sharding*.py")):
+    spec = importlib.util.spec_from_file_location(
+        f"_sharding_table_{path.parent.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield path, module
+
+
+@pytest.fixture(scope="module", name="tables")
+def tables_fixture():
+  cases, not_sharded = {}, {}
+  for path, module in _sharding_tables():
+    for key in module.CASES:
+      for name in key.split("+"):
+        cases.setdefault(name, []).append(path.name)
+    for name, reason in getattr(module, "NOT_SHARDED", {}).items():
+      assert name not in not_sharded, f"{name} is exempted twice"
+      not_sharded[name] = reason
+  return cases, not_sharded
+
+
+def test_every_public_function_is_in_the_sharding_contract(tables):
+  cases, not_sharded = tables
+  missing = sorted(public_functions() - set(cases) - set(not_sharded))
+  assert not missing, (
+      f"{len(missing)} public functions have neither a sharding case nor a"
+      f" reason in NOT_SHARDED: {missing}")
+
+
+def test_the_tables_name_only_public_functions(tables):
+  cases, not_sharded = tables
+  public = public_functions()
+  stale = sorted((set(cases) | set(not_sharded)) - public)
+  assert not stale, f"not public functions of jaxpapers: {stale}"
+  both = sorted(set(cases) & set(not_sharded))
+  assert not both, f"both run under meshes and exempted: {both}"
+
+
+def test_every_exemption_gives_a_reason_and_its_references_exist(tables):
+  _, not_sharded = tables
+  for name, reason in not_sharded.items():
+    assert len(reason.split()) >= 3, f"{name}: give a reason, not {reason!r}"
+    for path, test in _REFERENCE.findall(reason):
+      source = (_TESTS.parent / path).read_text()
+      assert f"def {test}(" in source, f"{name}: {path}::{test} does not exist"

@@ -1,0 +1,48 @@
+"""jaxpapers.tree: a table of misuse, each a named error at trace time."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from jaxpapers import tree as tree_lib
+
+_TREE = {"a": jnp.ones((2, 3)), "b": jnp.ones(3)}
+
+MISUSE = [
+    # zip over mismatched leaves used to drop the extra leaf silently.
+    (lambda: tree_lib.vdot(_TREE, {"a": _TREE["a"]}),
+     ValueError, "b must have the pytree structure of a"),
+    # Elementwise products used to broadcast a (1, 3) leaf against (2, 3).
+    (lambda: tree_lib.vdot(_TREE, {"a": jnp.ones((1, 3)), "b": _TREE["b"]}),
+     ValueError, r"b must have the leaf shapes of a: \(1, 3\) vs \(2, 3\)"),
+    (lambda: tree_lib.check_like(_TREE, {"a": _TREE["a"]}, "v"),
+     ValueError, "v must have the pytree structure of params"),
+    (lambda: tree_lib.check_real_floating({"n": jnp.ones(2, jnp.int32)}, "v"),
+     TypeError, r"v must hold real floating-point arrays; leaf \['n'\]"),
+    (lambda: tree_lib.leading_size(_TREE, "batch"),
+     ValueError, r"the leaves of batch disagree .*\[2, 3\]"),
+    (lambda: tree_lib.leading_size({}, "batch"), ValueError, "batch is empty"),
+    (lambda: tree_lib.split_axis(jnp.ones((2, 6)), 1, (4, 2)),
+     ValueError, r"product is axis 1's size 6; got \(4, 2\)"),
+    (lambda: tree_lib.split_axis(jnp.ones((2, 6)), 1, (1, 2, 3)),
+     ValueError, "sizes must be two sizes"),
+    (lambda: tree_lib.split_axis(jnp.ones((2, 6)), 2, (1, 2)),
+     ValueError, "split_axis: axis 2 must be an axis of the rank-2 array"),
+    (lambda: tree_lib.merge_axes(jnp.ones((2, 6)), -1),
+     ValueError, "merge_axes: axis -1 must be an axis .* followed by another"),
+    (lambda: tree_lib.flat_operator(lambda t: t["a"], _TREE)[0](jnp.ones(9)),
+     ValueError, "linear_fn's output must have the pytree structure of"
+     " template"),
+]
+
+
+@pytest.mark.parametrize("index", range(len(MISUSE)))
+def test_misuse_is_a_named_error(index):
+  call, error, message = MISUSE[index]
+  with pytest.raises(error, match=message):
+    call()
+
+
+def test_the_checks_hold_on_traced_arguments():
+  with pytest.raises(ValueError, match="leaf shapes of a"):
+    jax.jit(tree_lib.vdot)(_TREE, {"a": jnp.ones((1, 3)), "b": _TREE["b"]})
