@@ -90,3 +90,19 @@ def _put(tree, spec):
 def check_sharded_call_fixture():
   """The sharding contract's runner (see ``_check_sharded_call``)."""
   return _check_sharded_call
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+  """Marks the sharding cases a module lists in ``SLOW_CASES`` as slow.
+
+  Runs before ``-m`` deselects, so those cases leave the default suite and
+  run with ``-m slow`` (CI runs both): the cases that compile a training
+  loop, a rollout or a ``while_loop`` twice per mode take tens of seconds.
+  """
+  del config
+  for item in items:
+    slow = getattr(getattr(item, "module", None), "SLOW_CASES", ())
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("name") in slow:
+      item.add_marker(pytest.mark.slow)

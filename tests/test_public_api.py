@@ -5,8 +5,10 @@ The public API is what each ``jaxpapers.<area>`` package (and the top-level
 ``tests/**/test_sharding*.py`` file holds ``CASES`` (keys name the functions a
 case covers, joined by ``+``; run under Auto and Explicit meshes) and may hold
 ``NOT_SHARDED`` (name -> why the function takes no device arrays, or which
-other test checks it under meshes). A function added to an area without
-either fails here, so later areas are held to the same contract.
+other test checks it under meshes), and may list in ``SLOW_CASES`` the
+cases that run in the slow suite (tests/conftest.py marks them). A function
+added to an area without either fails here, so later areas are held to the
+same contract.
 """
 
 import enum
@@ -96,3 +98,9 @@ def test_every_exemption_gives_a_reason_and_its_references_exist(tables):
     for path, test in _REFERENCE.findall(reason):
       source = (_TESTS.parent / path).read_text()
       assert f"def {test}(" in source, f"{name}: {path}::{test} does not exist"
+
+
+def test_slow_cases_are_cases():
+  for path, module in _sharding_tables():
+    unknown = set(getattr(module, "SLOW_CASES", ())) - set(module.CASES)
+    assert not unknown, f"{path.name}: SLOW_CASES not in CASES: {unknown}"

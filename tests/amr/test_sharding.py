@@ -186,6 +186,17 @@ for _name in ("quadtree_rollout", "native_rollout", "uniform_rollout",
       f" fields in {_ROLLOUT_TEST}")
 
 
+# The cases that took 4 s or more for both modes on 2 idle cores (nearly all
+# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
+SLOW_CASES = {
+    "amr.NativeWAMRViT",
+    "amr.batch_loss",
+    "amr.build_meshes+amr.regrid_native",
+    "amr.regrid",
+    "amr.relative_l2+amr.pushforward_loss",
+}
+
+
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
@@ -198,6 +209,7 @@ def _mesh(mode):
                        axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
 def test_host_side_helpers_read_sharded_trees(mode):
   trajectories = np.asarray(_targets(_FIELDS))
@@ -230,6 +242,7 @@ def _rollouts(place):
   return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
 def test_rollouts_on_sharded_fields_give_the_unsharded_numbers(mode):
   expected = _rollouts(lambda fields: fields)
