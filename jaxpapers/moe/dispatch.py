@@ -236,6 +236,13 @@ def capacity_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
       "blke,blkc->blec", expert_BxLxKxE * gates_BxLxK[..., None].astype(
           x_BxLxD.dtype), slot_BxLxKxC)
   x_BxExCxD = jnp.einsum("blec,bld->becd", dispatch_BxLxExC, x_BxLxD)
+  gate_spec = tree.explicit_spec(weights.gate)
+  x_spec = tree.explicit_spec(x_BxExCxD)
+  if gate_spec is not None and x_spec is not None and x_spec[1] != gate_spec[0]:
+    # The expert axis is a batch axis of the products below, which Explicit
+    # axes need sharded alike on both sides.
+    x_BxExCxD = jax.sharding.reshard(
+        x_BxExCxD, jax.P(x_spec[0], gate_spec[0], None, None))
   h = (jax.nn.silu(jnp.einsum("becd,edf->becf", x_BxExCxD, weights.gate))
        * jnp.einsum("becd,edf->becf", x_BxExCxD, weights.up))
   y_BxExCxD = jnp.einsum("becf,efd->becd", h, weights.down)

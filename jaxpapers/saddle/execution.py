@@ -34,6 +34,7 @@ from jaxpapers.saddle.game import Game
 from jaxpapers.saddle.network import Counters
 from jaxpapers.saddle.network import Player
 from jaxpapers.saddle.network import PLAYER_AXIS
+from jaxpapers.saddle.network import player_sum
 from jaxpapers.tree import gather_explicit
 
 State = Any
@@ -284,7 +285,7 @@ def _observe(player: Player, method: Method, state: State) -> _Observation:
       gathered[:, -1], count_type).astype(jnp.int32)
   grad_D = player.player_gradient(player.data, player.index, view_NxD)
   return _Observation(
-      residual=jnp.sqrt(jax.lax.psum(jnp.sum(grad_D**2), PLAYER_AXIS)),
+      residual=jnp.sqrt(player_sum(jnp.sum(grad_D**2))),
       rounds=counters.rounds,
       scalar_allreduces=counters.scalar_allreduces,
       oracle_calls=oracle_calls_N,

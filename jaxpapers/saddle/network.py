@@ -22,6 +22,17 @@ from jaxpapers.saddle.game import PlayerGradientFn
 PLAYER_AXIS = "players"
 
 
+def player_sum(x: jax.Array) -> jax.Array:
+  """Sum of ``x`` over the players, as the all-reduce of the player programs.
+
+  Written as a sum of the all-gathered values rather than ``lax.psum``:
+  jax 0.12 batches a psum over the vmapped players (the one-device path)
+  under an Explicit mesh into a value whose sharding has one axis too many.
+  On one device both are the same sum over the player axis.
+  """
+  return jnp.sum(jax.lax.all_gather(x, PLAYER_AXIS), axis=0)
+
+
 class Counters(NamedTuple):
   """Per-player costs so far (int32 scalars).
 
@@ -77,7 +88,7 @@ class Player(NamedTuple):
   def all_reduce(self, scalars: jax.Array, counters: Counters, *,
                  counts_as_round: bool) -> tuple[jax.Array, Counters]:
     """Sums a few scalars over players (one all-reduce)."""
-    total = jax.lax.psum(scalars, PLAYER_AXIS)
+    total = player_sum(scalars)
     counters = counters._replace(
         scalar_allreduces=counters.scalar_allreduces + 1,
         rounds=counters.rounds + int(counts_as_round),

@@ -41,7 +41,7 @@ class _Crash(Exception):
   pass
 
 
-@pytest.mark.slow  # a whole binary, killed and resumed
+@pytest.mark.slow  # a training run, crashed and resumed twice over
 @pytest.mark.usefixtures("standard_dtype_promotion")  # optax.adamw
 def test_run_resumed_after_a_crash_equals_the_uninterrupted_run(tmp_path,
                                                                 monkeypatch):
