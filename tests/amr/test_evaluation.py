@@ -112,6 +112,7 @@ def test_summary_counts_the_leading_steps_on_track():
   assert amr.summarize_rollout(records, 2, 0.5)["finite"] is False
 
 
+@pytest.mark.slow  # compile-bound (20-40 s on 2 cores); CI runs -m slow
 def test_model_rollout_runs_the_rollout_of_each_model():
   fields = jnp.asarray(_disc_trajectories([(10, 9)], 1)[:, 0])
   vit = _with_weights(amr.UniformViT(

@@ -186,12 +186,17 @@ for _name in ("quadtree_rollout", "native_rollout", "uniform_rollout",
       f" fields in {_ROLLOUT_TEST}")
 
 
-# The cases that took 4 s or more for both modes on 2 idle cores (nearly all
+# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
     "amr.NativeWAMRViT",
+    "amr.ParallelBlock",
+    "amr.TokenBackbone",
+    "amr.UniformViT",
+    "amr.WAMRViT+amr.residual_step",
     "amr.batch_loss",
     "amr.build_meshes+amr.regrid_native",
+    "amr.build_quadtree+amr.tokenize+amr.detokenize",
     "amr.regrid",
     "amr.relative_l2+amr.pushforward_loss",
 }

@@ -146,6 +146,7 @@ def test_batch_meshes_are_the_target_frames_meshes_in_a_bucket():
                                   getattr(expected, field)[:, :size])
 
 
+@pytest.mark.slow  # compile-bound (20-40 s on 2 cores); CI runs -m slow
 def test_batch_loss_scores_wamrvit_on_leaf_tokens_and_the_rest_on_fields():
   trajectories = _moving_discs()
   mesh = amr.MeshConfig(4, 1, tol_frac=0.05, token_bucket=16)

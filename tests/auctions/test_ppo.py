@@ -38,6 +38,7 @@ def test_gae_matches_a_numpy_loop():
                              rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # compile-bound (20-40 s on 2 cores); CI runs -m slow
 def test_initial_policy_is_myopic_and_training_runs(standard_dtype_promotion):
   del standard_dtype_promotion  # optax's adam mixes int32 counts into floats
   params = env_lib.EnvParams(horizon=2.0, base_intensity=8.0)

@@ -42,7 +42,7 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 4 s or more for both modes on 2 idle cores (nearly all
+# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
     "auctions.reset+auctions.step",

@@ -106,11 +106,12 @@ CASES = {
 }
 
 
-# The cases that took 4 s or more for both modes on 2 idle cores (nearly all
+# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
     "curvature.batch_sharpness+curvature.gni+curvature.hvp+curvature.quadratic_form+curvature.lambda_max+curvature.check_scalar_loss",
     "curvature.batch_sharpness_adaptive",
+    "curvature.linearize_gradient",
 }
 
 

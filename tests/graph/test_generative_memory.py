@@ -55,6 +55,7 @@ def test_generator_encodes_real_nodes_and_decodes_one_hard_edge_per_row(setup):
   np.testing.assert_allclose(prob, np.asarray(prob).T)
 
 
+@pytest.mark.slow  # compile-bound (20-40 s on 2 cores); CI runs -m slow
 @pytest.mark.usefixtures("standard_dtype_promotion")
 def test_generative_memory_stores_one_memory_per_domain(setup):
   seq, model = setup

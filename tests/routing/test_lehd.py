@@ -203,6 +203,7 @@ def test_imitation_loss_is_the_cross_entropy_of_the_target():
   np.testing.assert_allclose(loss, np.mean(reference), rtol=1e-5)
 
 
+@pytest.mark.slow  # compile-bound (20-40 s on 2 cores); CI runs -m slow
 @pytest.mark.usefixtures("standard_dtype_promotion")
 def test_training_learns_and_resumes_exactly():
   """Two 6-step calls equal one 12-step call (keys fold in the step); the loss falls."""

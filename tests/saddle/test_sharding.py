@@ -145,14 +145,18 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 4 s or more for both modes on 2 idle cores (nearly all
+# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
+    "saddle.dm_sp+saddle.DecoupledMethod+saddle.ergodic_average",
     "saddle.dm_vip",
+    "saddle.extragradient+saddle.Extragradient",
     "saddle.linear_game+saddle.with_constants+saddle.estimate_constants",
+    "saddle.optimistic_gda+saddle.OptimisticGDA",
     "saddle.random_saddle_game+saddle.random_bilinear_game+saddle.random_monotone_game",
     "saddle.robust_regression+saddle.node_operator",
     "saddle.saddle_game+saddle.lipschitz_bound+saddle.residual_norm+saddle.distance_to_solution+saddle.duality_gap",
+    "saddle.textbook_baseline",
 }
 
 

@@ -101,10 +101,12 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 4 s or more for both modes on 2 idle cores (nearly all
+# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
+    "var.bit_edit+var.guide+var.log_odds+var.cfg+var.sample_bits",
     "var.sample+var.edit",
+    "var.trust_radius+var.project+var.bernoulli_kl",
 }
 
 
