@@ -279,6 +279,36 @@ def explicit_spec(x: Any) -> jax.P | None:
   return jax.P(*spec, *([None] * (jnp.ndim(x) - len(spec))))
 
 
+def projection_spec(x: Any, kernel: Any) -> jax.P | None:
+  """``out_sharding`` for ``x @ kernel`` (a dense layer): tensor parallelism under Explicit axes.
+
+  The output keeps the sharding of ``x``'s leading axes and takes the
+  kernel's column sharding (a sharded input width is summed over devices);
+  columns sharded along a mesh axis that already shards ``x``'s leading axes
+  are gathered. None without Explicit mesh axes on either (see
+  :func:`explicit_spec`).
+  """
+  x_spec, kernel_spec = explicit_spec(x), explicit_spec(kernel)
+  if x_spec is None and kernel_spec is None:
+    return None
+  leading = (tuple(x_spec[:-1]) if x_spec is not None
+             else (None,) * (jnp.ndim(x) - 1))
+  columns = kernel_spec[-1] if kernel_spec is not None else None
+  if set(spec_axes(columns)) & set(spec_axes(jax.P(*leading))):
+    columns = None
+  return jax.P(*leading, columns)
+
+
+def spec_axes(spec: Any) -> tuple[str, ...]:
+  """The mesh axis names a PartitionSpec, or one of its entries, shards along."""
+  entries = spec if isinstance(spec, jax.P) else (spec,)
+  names = []
+  for entry in entries:
+    if entry is not None:
+      names += list(entry) if isinstance(entry, tuple) else [entry]
+  return tuple(names)
+
+
 def contraction_spec(x: Any) -> jax.P | None:
   """``out_sharding`` for contracting ``x``'s last axis: its other axes keep their sharding.
 

@@ -53,6 +53,21 @@ def standard_dtype_promotion():
     yield
 
 
+def _contract_mesh(mode):
+  """The sharding contract's (2, 4) ("data", "model") mesh with ``mode`` axes.
+
+  ``mode`` is "Auto" or "Explicit", the name of a ``jax.sharding.AxisType``.
+  """
+  return jax.make_mesh((2, 4), ("data", "model"),
+                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
+
+
+@pytest.fixture(name="contract_mesh")
+def contract_mesh_fixture():
+  """``contract_mesh(mode)``: the mesh every sharding test runs in."""
+  return _contract_mesh
+
+
 def _check_sharded_call(case, mode):
   """Runs ``case`` jitted on sharded inputs inside a (2, 4) mesh of ``mode``.
 
@@ -66,9 +81,7 @@ def _check_sharded_call(case, mode):
   fn, inputs, specs, *rest = case
   tolerances = {"rtol": 1e-5, "atol": 1e-6, **(rest[0] if rest else {})}
   expected = jax.jit(fn)(*inputs)
-  mesh = jax.make_mesh((2, 4), ("data", "model"),
-                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
-  with jax.set_mesh(mesh):
+  with jax.set_mesh(_contract_mesh(mode)):
     sharded = [_put(x, spec) for x, spec in zip(inputs, specs)]
     got = jax.jit(fn)(*sharded)
   chex.assert_trees_all_equal_shapes_and_dtypes(got, expected)

@@ -16,6 +16,10 @@ def _snippets():
   return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
+# The snippets run op by op, as users paste them: 10-40 s each on the oldest
+# stack, about 4 min of the default suite in all. They run with `-m slow`,
+# which CI runs on both stacks (.ci/run).
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(_snippets())))
 def test_readme_snippet_runs(index):
   code = _snippets()[index]

@@ -39,12 +39,11 @@ def _scale(x, w):
 
 
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-def test_profiling_runs_on_sharded_arguments(mode):
+def test_profiling_runs_on_sharded_arguments(mode, contract_mesh):
   x = jnp.asarray(np.random.default_rng(0).normal(size=(4, 8)), jnp.float32)
   w = jnp.linspace(0.5, 1.5, 8)
   expected = _scale(x, w)
-  mesh = jax.make_mesh((2, 4), ("data", "model"),
-                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
+  mesh = contract_mesh(mode)
   cache = profiling.CompiledCache()
   with jax.set_mesh(mesh):
     args = (jax.device_put(x, jax.P("data", "model")),

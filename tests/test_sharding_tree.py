@@ -53,7 +53,21 @@ def _rows_and_projection(table_NxF, ids_B):
                           out_sharding=tree_lib.contraction_spec(table_NxF))
 
 
+def _dense_layers(x_BxD, w1_DxF, w2_FxD, w3_DxF):
+  """Dense layers whose kernels shard their rows, their columns, or "data"."""
+  h_BxF = jnp.matmul(x_BxD, w1_DxF,
+                     out_sharding=tree_lib.projection_spec(x_BxD, w1_DxF))
+  y_BxD = jnp.matmul(h_BxF, w2_FxD,
+                     out_sharding=tree_lib.projection_spec(h_BxF, w2_FxD))
+  return h_BxF, y_BxD, jnp.matmul(
+      y_BxD, w3_DxF, out_sharding=tree_lib.projection_spec(y_BxD, w3_DxF))
+
+
 CASES = {
+    "tree.projection_spec": (
+        _dense_layers, (_f32(4, 8), _f32(8, 16), _f32(16, 8), _f32(8, 4)),
+        (jax.P("data"), jax.P(None, "model"), jax.P("model"),
+         jax.P(None, "data"))),
     "tree.vdot": (tree_lib.vdot, (_TREE, _TREE), (_SPECS, _SPECS)),
     ("tree.check_like+tree.check_real_floating+tree.leading_size"
      "+tree.shape_of"): (_checked_scale, (_TREE,), (_SPECS,)),
@@ -73,6 +87,10 @@ CASES = {
         _rows_and_projection,
         (_f32(4, 8), jnp.asarray([3, 0, 0, 2], jnp.int32)),
         (jax.P(None, "model"), jax.P("data"))),
+}
+
+NOT_SHARDED = {
+    "tree.spec_axes": "reads the mesh axis names of a PartitionSpec, no arrays",
 }
 
 

@@ -46,3 +46,28 @@ def test_misuse_is_a_named_error(index):
 def test_the_checks_hold_on_traced_arguments():
   with pytest.raises(ValueError, match="leaf shapes of a"):
     jax.jit(tree_lib.vdot)(_TREE, {"a": jnp.ones((1, 3)), "b": _TREE["b"]})
+
+
+def test_projection_spec_keeps_the_batch_and_takes_the_kernels_columns(
+    contract_mesh):
+  x = jnp.ones((4, 8))
+  assert tree_lib.projection_spec(x, jnp.ones((8, 16))) is None  # no mesh
+  with jax.set_mesh(contract_mesh("Explicit")):
+    x = jax.device_put(x, jax.P("data"))
+    spec = lambda kernel_spec: tree_lib.projection_spec(
+        x, jax.device_put(jnp.ones((8, 16)), kernel_spec))
+    assert spec(jax.P(None, "model")) == jax.P("data", "model")
+    assert spec(jax.P("model")) == jax.P("data", None)  # summed over devices
+    assert spec(jax.P(None, "data")) == jax.P("data", None)  # axis taken
+    assert spec(jax.P(None, ("data", "model"))) == jax.P("data", None)
+  with jax.set_mesh(contract_mesh("Auto")):
+    assert tree_lib.projection_spec(
+        jax.device_put(x, jax.P("data")),
+        jax.device_put(jnp.ones((8, 16)), jax.P(None, "model"))) is None
+
+
+def test_spec_axes_names_every_mesh_axis_of_a_spec():
+  assert tree_lib.spec_axes(jax.P("data", None, ("x", "y"))) == (
+      "data", "x", "y")
+  assert tree_lib.spec_axes("model") == ("model",)
+  assert tree_lib.spec_axes(None) == ()

@@ -61,7 +61,9 @@ class MLP(nnx.Module):
   def __call__(self, x_BxLxD, segment_ids_BxL=None):
     del segment_ids_BxL
     # A sharded hidden width (tensor parallelism) is summed over devices.
-    return self.down(jax.nn.gelu(self.up(x_BxLxD)),
+    hidden = self.up(x_BxLxD,
+                     out_sharding=tree.projection_spec(x_BxLxD, self.up.kernel[...]))
+    return self.down(jax.nn.gelu(hidden),
                      out_sharding=tree.contraction_spec(x_BxLxD)), {}
 
 
@@ -107,7 +109,10 @@ class Attention(nnx.Module):
 
   def __call__(self, x_BxLxD, mask_BxHxLxL):
     b, length, d = x_BxLxD.shape
-    qkv = self.qkv(x_BxLxD).reshape(b, length, 3, self.num_heads, self.head_dim)
+    qkv_spec, heads_spec = self._explicit_specs(x_BxLxD)
+    qkv = self.qkv(x_BxLxD, out_sharding=qkv_spec)
+    qkv = jax.lax.reshape(qkv, (b, length, 3, self.num_heads, self.head_dim),
+                          out_sharding=heads_spec)
     q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
     scale = jnp.asarray(self.head_dim ** -0.5, x_BxLxD.dtype)
     logits_BxHxLxL = jnp.einsum("bqhk,bshk->bhqs", q_BxLxHxK, k_BxLxHxK) * scale
@@ -115,7 +120,26 @@ class Attention(nnx.Module):
                                jnp.finfo(logits_BxHxLxL.dtype).min)
     weights = jax.nn.softmax(logits_BxHxLxL, axis=-1)
     y_BxLxHxK = jnp.einsum("bhqs,bshk->bqhk", weights, v_BxLxHxK)
-    return self.out(y_BxLxHxK.reshape(b, length, d))
+    # The output is sharded like the residual stream it is added to.
+    return self.out(y_BxLxHxK.reshape(b, length, d),
+                    out_sharding=tree.explicit_spec(x_BxLxD))
+
+  def _explicit_specs(self, x_BxLxD):
+    """``out_sharding`` of the q/k/v projection and of its split into heads.
+
+    Explicit mesh axes infer neither when the q/k/v kernel is sharded
+    (tensor parallelism). The split puts the projection's column sharding on
+    the heads axis where the heads divide over it, else gathers the head
+    features. Both None without Explicit axes.
+    """
+    qkv_spec = tree.projection_spec(x_BxLxD, self.qkv.kernel[...])
+    if qkv_spec is None:
+      return None, None
+    columns = qkv_spec[-1]
+    mesh = jax.sharding.get_abstract_mesh()
+    shards = int(np.prod([mesh.shape[name] for name in tree.spec_axes(columns)]))
+    heads = columns if self.num_heads % shards == 0 else None
+    return qkv_spec, jax.P(*qkv_spec[:-1], None, heads, None)
 
 
 class Block(nnx.Module):

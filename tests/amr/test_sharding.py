@@ -209,19 +209,14 @@ def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
   check_sharded_call(CASES[name], mode)
 
 
-def _mesh(mode):
-  return jax.make_mesh((2, 4), ("data", "model"),
-                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-def test_host_side_helpers_read_sharded_trees(mode):
+def test_host_side_helpers_read_sharded_trees(mode, contract_mesh):
   trajectories = np.asarray(_targets(_FIELDS))
   meshes = amr.trajectory_meshes(trajectories, MESH)
   expected = amr.sample_batch(trajectories, seed=0, step=3, batch_size=4,
                               num_steps=1, meshes=meshes, token_bucket=4)
-  with jax.set_mesh(_mesh(mode)):
+  with jax.set_mesh(contract_mesh(mode)):
     sharded = jax.device_put(meshes, _DATA)
     batch = amr.sample_batch(trajectories, seed=0, step=3, batch_size=4,
                              num_steps=1, meshes=sharded, token_bucket=4)
@@ -249,9 +244,10 @@ def _rollouts(place):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-def test_rollouts_on_sharded_fields_give_the_unsharded_numbers(mode):
+def test_rollouts_on_sharded_fields_give_the_unsharded_numbers(mode,
+                                                               contract_mesh):
   expected = _rollouts(lambda fields: fields)
-  with jax.set_mesh(_mesh(mode)):
+  with jax.set_mesh(contract_mesh(mode)):
     got = _rollouts(lambda fields: jax.device_put(fields, _DATA))
   np.testing.assert_array_equal(got["roi"], expected["roi"])
   for name in ("wamrvit", "native", "uniform"):

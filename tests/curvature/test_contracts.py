@@ -55,11 +55,11 @@ def _measurements(params, batches):
 
 
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-def test_params_sharded_along_any_axis_give_the_unsharded_numbers(mode):
+def test_params_sharded_along_any_axis_give_the_unsharded_numbers(mode,
+                                                                  contract_mesh):
   params, batches = _problem()
   expected = _measurements(params, batches)
-  mesh = jax.make_mesh((2, 4), ("data", "model"),
-                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
+  mesh = contract_mesh(mode)
   # w1 sharded along both axes, w2 along its only one: every leaf's every axis.
   with jax.set_mesh(mesh):
     sharded = {"w1": jax.device_put(params["w1"], jax.P("data", "model")),

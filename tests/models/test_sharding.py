@@ -25,6 +25,10 @@ _SEGMENTS = jnp.asarray(np.repeat([[0, 0, 0, 1, 1, 2, 2, 2]], 4, 0), jnp.int32)
 _WINDOWS = _f32(8, 8, 4)  # (batch, lookback, channels)
 
 
+_LM_4_HEADS = models.TransformerConfig(vocab_size=16, max_len=8, d_model=16,
+                                      num_heads=4, num_layers=1, d_ff=16)
+
+
 _COLUMNS = {"kernel": jax.P(None, "model"), "bias": jax.P("model")}
 _ROWS = {"kernel": jax.P("model"), "bias": None}
 
@@ -61,9 +65,17 @@ CASES = {
     "models.Transformer+models.dense_ffn+models.MLP+models.next_token_loss"
     "+models.attention_mask": _module_case(
         models.Transformer(_LM, rngs=nnx.Rngs(0), ffn_factory=models.dense_ffn),
-        # The FFN's hidden width: "up" kernels' columns, "down" kernels' rows.
-        {"up": _COLUMNS, "down": _ROWS}, _lm_loss, (_TOKENS, _SEGMENTS),
-        (jax.P("data"), jax.P("data"))),
+        # Megatron-style tensor parallelism: the FFN's hidden width ("up"
+        # kernels' columns, "down" kernels' rows) and the q/k/v width (2 heads
+        # do not divide over 4 devices, so the head features are gathered).
+        {"up": _COLUMNS, "down": _ROWS, "qkv": _COLUMNS, "out": _ROWS},
+        _lm_loss, (_TOKENS, _SEGMENTS), (jax.P("data"), jax.P("data"))),
+    "models.Transformer+models.next_token_loss": _module_case(
+        models.Transformer(_LM_4_HEADS, rngs=nnx.Rngs(0)),
+        # The transposed layout: every kernel's input width is sharded; the
+        # 4 heads divide over the 4 "model" devices.
+        {"up": _ROWS, "down": _COLUMNS, "qkv": _ROWS, "out": _COLUMNS},
+        _lm_loss, (_TOKENS, _SEGMENTS), (jax.P("data"), jax.P("data"))),
     "models.DLinear+models.moving_average": _module_case(
         models.DLinear(8, 4, 2, moving_average=3, rngs=nnx.Rngs(0)),
         {"trend": _COLUMNS, "remainder": _COLUMNS}, lambda model, w: jax.vmap(model)(w), (_WINDOWS,),
@@ -103,6 +115,7 @@ NOT_SHARDED = {
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
     "models.Transformer+models.dense_ffn+models.MLP+models.next_token_loss+models.attention_mask",
+    "models.Transformer+models.next_token_loss",
     "models.init_mlp+models.apply_mlp",
 }
 

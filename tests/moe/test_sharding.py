@@ -174,20 +174,15 @@ def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
   check_sharded_call(CASES[name], mode)
 
 
-def _mesh(mode):
-  return jax.make_mesh((2, 4), ("data", "model"),
-                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-def test_host_functions_take_sharded_arrays(mode):
+def test_host_functions_take_sharded_arrays(mode, contract_mesh):
   layer = moe.MoE(D, dataclasses.replace(_CONFIG, routing="topk",
                                          pool_size=None), rngs=nnx.Rngs(0))
   usage = jnp.abs(_f32(4, 2, E))
   kept = moe.select_experts(layer, _X, num_experts=3)
   score = moe.domain_mutual_information(usage)
-  with jax.set_mesh(_mesh(mode)):
+  with jax.set_mesh(contract_mesh(mode)):
     state = nnx.state(layer)
     nnx.update(layer, jax.tree.map(
         lambda leaf, spec: jax.device_put(leaf, spec or jax.P()), state,

@@ -92,10 +92,10 @@ def test_none_leaves_and_empty_dicts_pass_through(name):
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
 @pytest.mark.parametrize("under_set_mesh", [False, True])
 @pytest.mark.parametrize("name", ["soap", "ema_nesterov(adamw)"])
-def test_sharded_params_give_the_unsharded_updates(name, mode, under_set_mesh):
+def test_sharded_params_give_the_unsharded_updates(name, mode, under_set_mesh,
+                                                   contract_mesh):
   factory, hyper, _ = FACTORIES[name]
-  mesh = jax.make_mesh((2, 4), ("data", "model"),
-                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
+  mesh = contract_mesh(mode)
   params = _params()
   specs = {"w": jax.P("data", "model"), "b": jax.P("model")}
   sharded = {**params, **{k: jax.device_put(params[k],

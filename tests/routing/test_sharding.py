@@ -131,10 +131,9 @@ def _solve_all(coords, one_instance):
 
 
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-def test_host_solvers_take_sharded_arrays(mode):
+def test_host_solvers_take_sharded_arrays(mode, contract_mesh):
   coords = np.asarray(_COORDS)
-  mesh = jax.make_mesh((2, 4), ("data", "model"),
-                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
+  mesh = contract_mesh(mode)
   with jax.set_mesh(mesh):
     got = _solve_all(jax.device_put(_COORDS, jax.P("data")),
                      jax.device_put(_COORDS[0], jax.P()))

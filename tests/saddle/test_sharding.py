@@ -168,9 +168,8 @@ def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
 
 
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-def test_host_transfers_under_both_mesh_modes(mode):
-  mesh = jax.make_mesh((2, 4), ("data", "model"),
-                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
+def test_host_transfers_under_both_mesh_modes(mode, contract_mesh):
+  mesh = contract_mesh(mode)
   value = np.arange(8.0, dtype=np.float32).reshape(2, 4)
   with jax.set_mesh(mesh):
     sharded = jax.device_put(value, jax.P("data", "model"))
