@@ -164,7 +164,8 @@ def split_axis(x: jax.Array, axis: int, sizes: tuple[int, int]) -> jax.Array:
   Explicit sharding accepts a reshape that splits or merges one axis but
   refuses several at once, even of unsharded axes (under ``vmap`` over a
   sharded batch axis, for one); reshapes written as single steps hold in
-  every mode.
+  every mode. A sharded ``axis`` keeps its sharding on the first new axis
+  when its devices divide ``sizes[0]``, and is gathered otherwise.
 
   Raises:
     ValueError: ``axis`` is not an axis of ``x``, or ``sizes`` are not two
@@ -175,18 +176,37 @@ def split_axis(x: jax.Array, axis: int, sizes: tuple[int, int]) -> jax.Array:
     raise ValueError(
         f"split_axis: sizes must be two sizes whose product is axis {axis}'s"
         f" size {x.shape[axis]}; got {tuple(sizes)}.")
-  return x.reshape(*x.shape[:axis], *sizes, *x.shape[axis + 1:])
+  shape = (*x.shape[:axis], *sizes, *x.shape[axis + 1:])
+  spec = explicit_spec(x)
+  if spec is None or spec[axis] is None:
+    return x.reshape(shape)
+  # A sharded axis splits in place when its devices divide the first new
+  # axis; otherwise the new axes are gathered.
+  mesh = jax.sharding.get_abstract_mesh()
+  shards = int(np.prod([mesh.shape[name] for name in spec_axes(spec[axis])]))
+  entries = (spec[axis], None) if sizes[0] % shards == 0 else (None, None)
+  return jax.lax.reshape(x, shape, out_sharding=jax.P(
+      *spec[:axis], *entries, *spec[axis + 1:]))
 
 
 def merge_axes(x: jax.Array, axis: int) -> jax.Array:
   """Merges ``axis`` and ``axis + 1`` of ``x`` (see :func:`split_axis`).
 
+  The merged axis keeps ``axis``'s sharding; a sharded ``axis + 1`` is
+  gathered first.
+
   Raises:
     ValueError: ``axis`` is not an axis of ``x`` followed by another one.
   """
   axis = _axis_index(x, axis, "merge_axes", 1)
-  return x.reshape(*x.shape[:axis], x.shape[axis] * x.shape[axis + 1],
-                   *x.shape[axis + 2:])
+  shape = (*x.shape[:axis], x.shape[axis] * x.shape[axis + 1],
+           *x.shape[axis + 2:])
+  spec = explicit_spec(x)
+  if spec is None or spec[axis + 1] is None:
+    return x.reshape(shape)
+  # A sharded minor axis does not stay in contiguous blocks: gather it.
+  return jax.lax.reshape(x, shape, out_sharding=jax.P(
+      *spec[:axis], None, *spec[axis + 2:]))
 
 
 def _axis_index(x: jax.Array, axis: int, caller: str, after: int) -> int:

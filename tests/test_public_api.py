@@ -11,6 +11,7 @@ added to an area without either fails here, so later areas are held to the
 same contract.
 """
 
+import ast
 import enum
 import importlib
 import importlib.util
@@ -39,16 +40,51 @@ def _is_contract_free(obj):
       or getattr(obj, "_is_protocol", False))
 
 
+def _namespaces(area):
+  """The submodules that ``jaxpapers/<area>/__init__.py`` imports as modules.
+
+  ``from jaxpapers.graph import emc`` makes ``jaxpapers.graph.emc`` a public
+  namespace; a submodule that is merely imported by another (and so also
+  bound as an attribute of its package) is not one.
+  """
+  source = (pathlib.Path(jaxpapers.__file__).parent / area / "__init__.py")
+  if not source.exists():
+    return []
+  names = []
+  for node in ast.walk(ast.parse(source.read_text())):
+    if isinstance(node, ast.ImportFrom) and node.module == f"jaxpapers.{area}":
+      names += [alias.name for alias in node.names if inspect.ismodule(
+          getattr(importlib.import_module(node.module), alias.name, None))]
+  return names
+
+
+def _public_members(module, defined_in):
+  """``module``'s public callables defined under the ``defined_in`` package."""
+  for name, obj in vars(module).items():
+    if (name.startswith("_") or inspect.ismodule(obj) or not callable(obj)
+        or not getattr(obj, "__module__", "").startswith(defined_in)
+        or _is_contract_free(obj)):
+      continue
+    yield name, obj
+
+
 def public_functions():
+  """``area.name`` for what an area exports, ``area.sub.name`` for its namespaces'.
+
+  A function an area re-exports is named once, at the area level.
+  """
   names = set()
   for area in _areas():
     module = importlib.import_module(f"jaxpapers.{area}")
-    for name, obj in vars(module).items():
-      if (name.startswith("_") or inspect.ismodule(obj) or not callable(obj)
-          or not getattr(obj, "__module__", "").startswith("jaxpapers")
-          or _is_contract_free(obj)):
-        continue
+    exported = set()
+    for name, obj in _public_members(module, "jaxpapers"):
       names.add(f"{area}.{name}")
+      exported.add(id(obj))
+    for sub in _namespaces(area):
+      submodule = getattr(module, sub)
+      for name, obj in _public_members(submodule, submodule.__name__):
+        if id(obj) not in exported:
+          names.add(f"{area}.{sub}.{name}")
   return names
 
 

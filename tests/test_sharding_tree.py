@@ -76,10 +76,13 @@ CASES = {
     "tree.reshard_like": (
         lambda x, like: jnp.concatenate([tree_lib.reshard_like(x, like), like]),
         (_f32(4, 8), _f32(4, 8)), (jax.P(None, "model"), jax.P("data"))),
+    # Axis 1 sharded over 4 devices splits into sizes they divide (4, 2) and
+    # do not (2, 4); the merge of axes (0, 1) has a sharded minor axis.
     "tree.split_axis+tree.merge_axes": (
-        lambda x: tree_lib.merge_axes(
-            2.0 * tree_lib.split_axis(x, 1, (2, 4)), 1),
-        (_f32(4, 8, 3),), (jax.P("data"),)),
+        lambda x: (
+            tree_lib.merge_axes(2.0 * tree_lib.split_axis(x, 1, (2, 4)), 1),
+            tree_lib.split_axis(x, 1, (4, 2)), tree_lib.merge_axes(x, 0)),
+        (_f32(4, 8, 3),), (jax.P("data", "model"),)),
     "tree.vmap_sharded": (
         _lookup, (_f32(4, 8), jnp.asarray([0, 4, 2, 2], jnp.int32)),
         (jax.P("data"), jax.P("data"))),
@@ -88,7 +91,6 @@ CASES = {
         (_f32(4, 8), jnp.asarray([3, 0, 0, 2], jnp.int32)),
         (jax.P(None, "model"), jax.P("data"))),
 }
-
 NOT_SHARDED = {
     "tree.spec_axes": "reads the mesh axis names of a PartitionSpec, no arrays",
 }

@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
 from jaxpapers.auctions import environment as env_lib
 from jaxpapers.auctions import myopic
 
@@ -118,7 +119,11 @@ def value_table(params: env_lib.EnvParams, max_arrivals: int, *,
     gain = previous[1:] - previous[:-1]  # V_{k-1}(n+1) - V_{k-1}(n)
     surplus = expected_surplus(nodes[:, None] * g[None, :-1] + gain[None, :],
                                params)
-    current = weights @ surplus + previous[:-1]
+    # On Explicit mesh axes a sum over sharded quadrature nodes is reduced
+    # across devices.
+    current = jnp.matmul(weights, surplus,
+                         out_sharding=tree.contraction_spec(weights))
+    current = current + previous[:-1]
     current = jnp.concatenate([current, current[-1:]])
     return current, current
 
@@ -132,7 +137,9 @@ def oracle_bid(values: jax.Array, value: jax.Array, count: jax.Array,
   """:math:`b^* = v g(n) + V_{k-1}(n+1) - V_{k-1}(n)` with ``k = remaining``."""
   k = jnp.maximum(remaining - 1, 0)
   n = jnp.minimum(count.astype(jnp.int32), values.shape[1] - 2)
-  return value * saturation(count, params) + values[k, n + 1] - values[k, n]
+  k, n = jnp.broadcast_arrays(k, n)
+  return (value * saturation(count, params) + env_lib.lookup(values, k, n + 1)
+          - env_lib.lookup(values, k, n))
 
 
 class OracleEpisode(NamedTuple):

@@ -71,6 +71,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree as tree_lib
+
 _FORMATS = ("first", "second")
 _SATURATION_MEASURES = ("exposure", "count")
 # Headroom of the candidate array over the mean candidate count lambda_max*T:
@@ -248,10 +250,17 @@ def context_prefix(win_times: jax.Array, won: jax.Array, params: EnvParams
   Returns:
     ``Context`` of ``[n]`` arrays: entry ``i`` folds events ``0..i``.
   """
-  elements = win_context(win_times, params)
-  identity = identity_context(won.shape)
-  elements = jax.tree.map(lambda w, e: jnp.where(won, w, e), elements, identity)
-  return jax.lax.associative_scan(combine, elements)
+  # The scan slices its axis with strides, which Explicit mesh axes refuse
+  # on a sharded axis: it runs on gathered copies, and the prefixes get the
+  # sharding of ``win_times`` back.
+  (times, mask), _ = tree_lib.gather_explicit((win_times, won))
+  elements = win_context(times, params)
+  # The scalar identity broadcasts to the mask's sharding, which a selection
+  # needs on Explicit mesh axes.
+  elements = jax.tree.map(lambda w, e: jnp.where(mask, w, e), elements,
+                          identity_context())
+  prefix = jax.lax.associative_scan(combine, elements)
+  return jax.tree.map(lambda x: tree_lib.reshard_like(x, win_times), prefix)
 
 
 def exposure(context: Context, time: jax.Array, params: EnvParams) -> jax.Array:
@@ -270,6 +279,21 @@ def kernel(context: Context, time: jax.Array, params: EnvParams) -> jax.Array:
     since = time - context.last_win  # +inf before the first win: h = 1
     out = out * -jnp.expm1(-since / params.recency_time)
   return out
+
+
+def lookup(table: jax.Array, *indices: jax.Array) -> jax.Array:
+  """``table[indices]``: one index array per table axis, all of one shape.
+
+  The result has the indices' shape and sharding. On Explicit mesh axes a
+  table read at sharded indices needs that output sharding spelled out, and
+  scalar indices (one episode, vmapped over a sharded batch) would lower to
+  a dynamic slice whose batching has none: a trailing index axis makes the
+  read a gather in every case.
+  """
+  spec = tree_lib.explicit_spec(indices[0])
+  out = None if spec is None else jax.P(*spec, None)
+  return table.at[tuple(i[..., None] for i in indices)].get(
+      out_sharding=out)[..., 0]
 
 
 # ---------------------------------------------------------------- arrivals --
@@ -341,6 +365,29 @@ def resolve(context: Context, time: jax.Array, value: jax.Array,
 # ---------------------------------------------------------- gymnax-like API --
 
 
+def on_context_mesh(tree: Any) -> Any:
+  """``tree`` with its mesh-less leaves replicated on an Explicit context mesh.
+
+  JAX types scalar constants (``jnp.float32(0)``, ``jnp.zeros(())``) with
+  no mesh. A ``lax.scan`` or ``lax.while_loop`` vmapped over a batch sharded
+  along an Explicit mesh axis, whose carry starts as such an unbatched
+  constant and turns batched, then fails ("Resource axis: data ... is not
+  found in mesh: ()"); replicated on the context mesh the carry batches.
+  Without an Explicit context mesh ``tree`` is returned as it is.
+  """
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty or jax.sharding.AxisType.Explicit not in mesh.axis_types:
+    return tree
+
+  def place(x):
+    if not jax.typeof(x).sharding.mesh.empty:
+      return x
+    return jax.sharding.reshard(x, jax.P(*[None] * jnp.ndim(x)))
+
+  return jax.tree.map(place, tree)
+
+
+
 class Observation(NamedTuple):
   """What the buyer sees before bidding on the current arrival.
 
@@ -388,6 +435,8 @@ def reset(key: jax.Array, params: EnvParams) -> tuple[Observation, EnvState]:
   state = EnvState(jnp.int32(0), arrivals, jnp.sum(arrivals.valid, dtype=jnp.int32),
                    identity_context(), jnp.zeros((slots,)),
                    jnp.full((slots,), jnp.inf), zero, zero, zero)
+  # Episode loops carry the state (see on_context_mesh).
+  state = on_context_mesh(state)
   return _observe(state, params), state
 
 

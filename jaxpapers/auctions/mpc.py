@@ -42,6 +42,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
 from jaxpapers.auctions import environment as env_lib
 from jaxpapers.auctions import myopic
 
@@ -118,9 +119,17 @@ def rollout_returns(futures: env_lib.Arrivals, context: env_lib.Context,
     return (out.context, total + out.value - out.payment), None
 
   num = futures.time.shape[0]
-  ctx = jax.tree.map(lambda x: jnp.broadcast_to(x, (num,)), context)
+  spec = tree.explicit_spec(futures.time)
+
+  def per_rollout(x):
+    # Explicit mesh axes select and carry only alike-sharded arrays: the
+    # carry is sharded like the rollouts.
+    x = jnp.broadcast_to(x, (num,))
+    return x if spec is None else jax.sharding.reshard(x, jax.P(spec[0]))
+
+  ctx = jax.tree.map(per_rollout, context)
   slots = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), (futures, theta))
-  (_, total), _ = jax.lax.scan(body, (ctx, jnp.zeros((num,))), slots)
+  (_, total), _ = jax.lax.scan(body, (ctx, per_rollout(jnp.zeros(()))), slots)
   return total
 
 
@@ -136,7 +145,7 @@ def plan_grid(futures, context, params, config):
   # Exact ties (e.g. no competing bid between two candidates' bids) go to
   # the candidate closest to myopic bidding.
   closeness = jnp.where(means == best, -jnp.abs(thetas - 1.0), -jnp.inf)
-  return thetas[jnp.argmax(closeness)]
+  return env_lib.lookup(thetas, jnp.argmax(closeness))
 
 
 def plan_cem(key, futures, context, params, config):
@@ -147,7 +156,8 @@ def plan_cem(key, futures, context, params, config):
       0, config.num_segments - 1)
 
   def score(sequence):
-    return jnp.mean(rollout_returns(futures, context, sequence[segment], params))
+    return jnp.mean(rollout_returns(futures, context,
+                                    env_lib.lookup(sequence, segment), params))
 
   def iteration(carry, k):
     mean, std = carry
@@ -207,8 +217,10 @@ def run_mpc_from(state: env_lib.EnvState, obs: env_lib.Observation,
     b, _, state, _ = carry
     return (b < num_blocks) & (state.index < state.num_valid)
 
-  _, _, state, thetas = jax.lax.while_loop(
-      running, block, (jnp.int32(0), obs, state, jnp.zeros((num_blocks,))))
+  # The block counter is a scalar constant (see env_lib.on_context_mesh).
+  start = env_lib.on_context_mesh((jnp.int32(0), obs, state,
+                                   jnp.zeros((num_blocks,))))
+  _, _, state, thetas = jax.lax.while_loop(running, block, start)
   return MPCEpisode(state.utility, thetas)
 
 

@@ -257,7 +257,9 @@ def train(key: jax.Array, params: env_lib.EnvParams, config: PPOConfig
                             jax.random.split(shuffle_key, config.epochs))
     return carry, jnp.mean(returns)
 
+  # The optimiser's step count is a scalar constant (see
+  # env_lib.on_context_mesh).
   (ppo_params, _), curve = jax.lax.scan(
-      iteration, (ppo_params, tx.init(ppo_params)),
+      iteration, env_lib.on_context_mesh((ppo_params, tx.init(ppo_params))),
       jax.random.split(train_key, config.num_iterations))
   return ppo_params, curve

@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 
+from jaxpapers import tree
 from jaxpapers.data import text
 
 DOMAINS = ("code", "prose", "arithmetic", "csv")
@@ -156,4 +157,7 @@ def consecutive_windows(tokens: np.ndarray, length: int,
         f" {length + 1}."
     )
   starts = np.arange(count) * length
+  # Device tokens sharded along Explicit mesh axes are gathered first: the
+  # windows overlap, so no sharding of the stream carries over to them.
+  tokens = tree.gather_explicit(tokens)[0]
   return tokens[starts[:, None] + np.arange(length + 1)[None, :]]

@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
+
 EOS = 256
 VOCAB_SIZE = 257
 
@@ -95,9 +97,16 @@ def segment_ids(tokens_BxL: jax.Array, *, eos: str = "closes") -> jax.Array:
   """
   if eos not in _EOS_CONVENTIONS:
     raise ValueError(f"eos must be one of {_EOS_CONVENTIONS}, got {eos!r}.")
-  is_eos = (tokens_BxL == EOS).astype(jnp.int32)
+  spec = tree.explicit_spec(tokens_BxL)
+  rows = tokens_BxL
+  if spec is not None and spec[-1] is not None:
+    # Explicit axes refuse a cumulative sum along a sharded axis: count on
+    # whole rows; the ids get the tokens' sharding back.
+    rows = jax.sharding.reshard(tokens_BxL, jax.P(*spec[:-1], None))
+  is_eos = (rows == EOS).astype(jnp.int32)
   count = jnp.cumsum(is_eos, axis=-1)
-  return count if eos == "opens" else count - is_eos
+  ids = count if eos == "opens" else count - is_eos
+  return tree.reshard_like(ids, tokens_BxL)
 
 
 def sample_windows(key: jax.Array, tokens: jax.Array, batch_size: int,
@@ -113,4 +122,10 @@ def sample_windows(key: jax.Array, tokens: jax.Array, batch_size: int,
     )
   starts = jax.random.randint(key, (batch_size,), 0, tokens.shape[0] - length - 1)
   offsets = jnp.arange(length + 1)
-  return tokens[starts[:, None] + offsets[None, :]]
+  indices_BxW = starts[:, None] + offsets[None, :]
+  # A gather from tokens sharded along Explicit axes needs its output
+  # sharding: the windows keep the starts' (a vmapped key's batch axis).
+  index_spec = tree.explicit_spec(indices_BxW)
+  out = (None if tree.explicit_spec(tokens) is None or index_spec is None
+         else index_spec)
+  return tokens.at[indices_BxW].get(out_sharding=out)

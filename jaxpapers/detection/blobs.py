@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
 from jaxpapers.detection import boxes as boxes_lib
 
 DEFAULT_SCALES = (0.75, 0.95, 1.2, 1.5, 1.9, 2.4)
@@ -143,7 +144,10 @@ def _interpolated_scale(responses_BxSxHxW: jax.Array, row_BxN: jax.Array,
   log_scales = jnp.log(jnp.asarray(scales, jnp.float32))
   step = (log_scales[-1] - log_scales[0]) / max(last, 1)
   interior = (best_BxN > 0) & (best_BxN < last)
-  return jnp.exp(log_scales[best_BxN] + jnp.where(interior, offset * step, 0))
+  # A lookup at sharded indices: on Explicit axes it keeps their sharding.
+  grid_BxN = log_scales.at[best_BxN].get(
+      out_sharding=tree.explicit_spec(best_BxN))
+  return jnp.exp(grid_BxN + jnp.where(interior, offset * step, 0))
 
 
 @functools.partial(jax.jit, static_argnames=("stride", "scales"))
@@ -169,23 +173,33 @@ def log_proposals(images_BxHxW: jax.Array, *, stride: int = 4,
   if images_BxHxW.ndim != 3:
     raise ValueError(f"images_BxHxW must be (batch, height, width); got shape"
                      f" {images_BxHxW.shape}.")
-  b, h, w = images_BxHxW.shape
+  _, h, w = images_BxHxW.shape
   if h % stride or w % stride:
     raise ValueError(f"image size {(h, w)} must be a multiple of stride"
                      f" {stride}.")
+  spec = tree.explicit_spec(images_BxHxW)
+  if spec is not None:
+    # Explicit axes refuse the token reshapes of a sharded image axis: the
+    # images keep only their batch sharding.
+    images_BxHxW = jax.sharding.reshard(images_BxHxW,
+                                        jax.P(spec[0], None, None))
   kernels = _log_kernels(scales)
   responses_BxSxHxW = jax.lax.conv_general_dilated(
       images_BxHxW[:, None].astype(jnp.float32), kernels, (1, 1), "SAME")
   best_BxHxW = jnp.max(responses_BxSxHxW, axis=1)
   th, tw = h // stride, w // stride
-  cells = best_BxHxW.reshape(b, th, stride, tw, stride).transpose(0, 1, 3, 2, 4)
-  cells = cells.reshape(b, th * tw, stride * stride)
+  # One axis per reshape, which Explicit axes accept (tree.split_axis).
+  cells = tree.split_axis(tree.split_axis(best_BxHxW, 2, (tw, stride)), 1,
+                          (th, stride)).transpose(0, 1, 3, 2, 4)
+  cells = tree.merge_axes(tree.merge_axes(cells, 3), 1)
   response_BxN = jnp.max(cells, axis=-1)
   within = jnp.argmax(cells, axis=-1)
   token = jnp.arange(th * tw)[None, :]
   row = (token // tw) * stride + within // stride  # (B, N)
   col = (token % tw) * stride + within % stride
-  padded = jnp.pad(best_BxHxW, ((0, 0), (1, 1), (1, 1)), mode="edge")
+  # Per image: an edge pad would also slice the (sharded) batch axis.
+  padded = jax.vmap(lambda best_HxW: jnp.pad(best_HxW, 1, mode="edge"))(
+      best_BxHxW)
   at = lambda dr, dc: jax.vmap(lambda p, r, c: p[r + 1 + dr, c + 1 + dc])(
       padded, row, col)
   centre = at(0, 0)
@@ -229,6 +243,9 @@ def fit_calibration(response_M: jax.Array, labels_M: jax.Array, *,
   if response_M.ndim != 1 or labels_M.shape != response_M.shape:
     raise ValueError(f"response_M and labels_M must be 1-D of one length; got"
                      f" {response_M.shape} and {labels_M.shape}.")
+  # Explicit axes refuse the Newton sums over a sharded M: fit on gathered
+  # copies (the fit is two numbers).
+  response_M, labels_M = tree.gather_explicit((response_M, labels_M))[0]
   labels = jnp.asarray(labels_M, jnp.float32)
   if not isinstance(labels, jax.core.Tracer):
     if float(labels.min()) == float(labels.max()):

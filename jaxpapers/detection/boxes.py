@@ -8,6 +8,8 @@ batch of images with different object counts stacks into one array.
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
+
 
 def _check_boxes(boxes: jax.Array, name: str) -> None:
   if boxes.ndim != 2 or boxes.shape[-1] != 4:
@@ -25,6 +27,13 @@ def _check_mask(mask: jax.Array | None, boxes: jax.Array, name: str
     raise ValueError(f"{name} must be a bool array of shape {boxes.shape[:1]};"
                      f" got {mask.dtype} of shape {mask.shape}.")
   return mask
+
+
+def _mesh_axes(entry: str | tuple[str, ...] | None) -> set[str]:
+  """The mesh axes of one PartitionSpec entry."""
+  if entry is None:
+    return set()
+  return set(entry) if isinstance(entry, tuple) else {entry}
 
 
 def box_iou(boxes_a_Nx4: jax.Array, boxes_b_Mx4: jax.Array) -> jax.Array:
@@ -58,6 +67,13 @@ def box_iou(boxes_a_Nx4: jax.Array, boxes_b_Mx4: jax.Array) -> jax.Array:
   if boxes_a_Nx4.dtype != boxes_b_Mx4.dtype:
     raise TypeError("boxes_a_Nx4 and boxes_b_Mx4 must have the same dtype;"
                     f" got {boxes_a_Nx4.dtype} and {boxes_b_Mx4.dtype}.")
+  spec_a = tree.explicit_spec(boxes_a_Nx4)
+  spec_b = tree.explicit_spec(boxes_b_Mx4)
+  if (spec_a is not None and spec_b is not None
+      and _mesh_axes(spec_a[0]) & _mesh_axes(spec_b[0])):
+    # Explicit axes cannot shard both axes of the (N, M) matrix along one
+    # mesh axis: b's boxes are gathered.
+    boxes_b_Mx4 = jax.sharding.reshard(boxes_b_Mx4, jax.P(None, spec_b[1]))
   a, b = boxes_a_Nx4[:, None, :], boxes_b_Mx4[None, :, :]
   width = jnp.clip(jnp.minimum(a[..., 2], b[..., 2])
                    - jnp.maximum(a[..., 0], b[..., 0]), 0)
@@ -103,6 +119,11 @@ def covered_ground_truth(truth_Gx4: jax.Array, proposals_Px4: jax.Array, *,
   truth_valid_G = _check_mask(truth_valid_G, truth_Gx4, "truth_valid_G")
   proposals_valid_P = _check_mask(proposals_valid_P, proposals_Px4,
                                   "proposals_valid_P")
+  iou_spec = tree.explicit_spec(iou_GxP)
+  if iou_spec is not None:
+    # The mask meets the IoU matrix's columns, which box_iou may gather.
+    proposals_valid_P = jax.sharding.reshard(proposals_valid_P,
+                                             jax.P(iou_spec[1]))
   hit_GxP = (iou_GxP >= iou_threshold) & proposals_valid_P[None, :]
   return jnp.any(hit_GxP, axis=1) & truth_valid_G
 

@@ -154,6 +154,7 @@ def _rotate_images(images, angle_deg):
 
 def knn_edges(features: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
   """Symmetrised k-nearest-neighbour edges (Euclidean), no self loops."""
+  features = np.asarray(features)  # a device array is read to the host
   sq = np.sum(features**2, axis=1)
   d2 = sq[:, None] + sq[None, :] - 2 * features @ features.T
   np.fill_diagonal(d2, np.inf)

@@ -73,6 +73,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers import tree
 from jaxpapers.graph.gcn import classify
 from jaxpapers.graph.gcn import embed
 from jaxpapers.graph.gcn import embed_with_graph_stats
@@ -231,9 +232,28 @@ def init(source_graph: GraphsTuple, labels, *, model: GCN, key: jax.Array,
                   cov_sqrt, model, opts)
 
 
+def _pairwise_spec(a_AxD, b_BxD):
+  """``out_sharding`` of ``a @ b.T`` on Explicit axes: rows of a, rows of b.
+
+  A contraction over a width sharded along an Explicit axis needs it; b's
+  rows are gathered where they share a mesh axis with a's. None without
+  Explicit axes.
+  """
+  a_spec, b_spec = tree.explicit_spec(a_AxD), tree.explicit_spec(b_BxD)
+  if a_spec is None and b_spec is None:
+    return None
+  rows = None if a_spec is None else a_spec[0]
+  columns = None if b_spec is None else b_spec[0]
+  if set(tree.spec_axes(columns)) & set(tree.spec_axes(rows)):
+    columns = None
+  return jax.P(rows, columns)
+
+
 def _squared_distances(x_NxD, c_MxD):
+  cross_NxM = jnp.matmul(x_NxD, c_MxD.T,
+                         out_sharding=_pairwise_spec(x_NxD, c_MxD))
   return (jnp.sum(x_NxD**2, -1)[:, None] + jnp.sum(c_MxD**2, -1)[None, :]
-          - 2.0 * x_NxD @ c_MxD.T)
+          - 2.0 * cross_NxM)
 
 
 @functools.partial(jax.jit, static_argnames="iterations")
@@ -297,19 +317,30 @@ def crystallize(h_NxD: jax.Array, slot_index_N: jax.Array,
   Returns:
     The memory ``M`` (m, d).
   """
+  sharded_like_MxD = prior_MxD
+  # Explicit axes cannot sum sharded rows onto slots: the inputs are
+  # gathered, and the memory goes back to the prior's sharding.
+  (h_NxD, slot_index_N, selected_N, prior_MxD), _ = tree.gather_explicit(
+      (h_NxD, slot_index_N, selected_N, prior_MxD))
   num_slots = prior_MxD.shape[0]
   weights = selected_N.astype(h_NxD.dtype)
   counts = jax.ops.segment_sum(weights, slot_index_N, num_slots)
   sums = jax.ops.segment_sum(weights[:, None] * h_NxD, slot_index_N, num_slots)
   means = sums / jnp.maximum(counts, 1.0)[:, None]
   solved = (means + lam * prior_MxD) / (1.0 + lam)
-  return jnp.where((counts > 0)[:, None], solved, prior_MxD)
+  return tree.reshard_like(jnp.where((counts > 0)[:, None], solved, prior_MxD),
+                           sharded_like_MxD)
 
 
 def memory_objective(memory_MxD: jax.Array, h_NxD: jax.Array,
                      slot_index_N: jax.Array, selected_N: jax.Array,
                      prior_MxD: jax.Array, lam: float | jax.Array) -> jax.Array:
   """``J(M) = |H_C - P^T M|^2 / n_C + lam sum_j (|C_j| / n_C) |M_j - M~_j|^2``."""
+  # Explicit axes cannot gather slots at sharded node indices nor sum
+  # sharded rows onto slots: the inputs are gathered.
+  (memory_MxD, h_NxD, slot_index_N, selected_N, prior_MxD), _ = (
+      tree.gather_explicit((memory_MxD, h_NxD, slot_index_N, selected_N,
+                            prior_MxD)))
   weights = selected_N.astype(h_NxD.dtype)
   num_selected = jnp.maximum(jnp.sum(weights), 1.0)
   residual = h_NxD - memory_MxD[slot_index_N]
@@ -364,7 +395,9 @@ def prototype_scores(h_NxD: jax.Array, memory_MxD: jax.Array,
   h = h_NxD * jax.lax.rsqrt(jnp.sum(h_NxD**2, -1, keepdims=True) + 1e-12)
   m = memory_MxD * jax.lax.rsqrt(
       jnp.sum(memory_MxD**2, -1, keepdims=True) + 1e-12)
-  cosine_MxN = m @ h.T
+  cosine_MxN = jnp.matmul(m, h.T, out_sharding=_pairwise_spec(m, h))
+  # segment_max cannot scatter columns sharded along an Explicit axis.
+  cosine_MxN, _ = tree.gather_explicit(cosine_MxN)
   best_CxN = jax.ops.segment_max(cosine_MxN, slot_classes_M, num_classes,
                                  indices_are_sorted=True)
   return best_CxN.T / tau
@@ -406,6 +439,10 @@ def confident_nodes(log_probs_NxC: jax.Array, mask_N: jax.Array,
   Returns:
     ``(pseudo_labels (N,) int32, selected (N,) bool)``.
   """
+  # Explicit axes cannot sort along a sharded node axis: the nodes are
+  # gathered, and the results go back to the mask's sharding.
+  sharded_like_N = mask_N
+  (log_probs_NxC, mask_N), _ = tree.gather_explicit((log_probs_NxC, mask_N))
   num_classes = log_probs_NxC.shape[1]
   pseudo = jnp.argmax(log_probs_NxC, -1).astype(jnp.int32)
   conf = jnp.exp(jnp.max(log_probs_NxC, -1))
@@ -420,7 +457,9 @@ def confident_nodes(log_probs_NxC: jax.Array, mask_N: jax.Array,
   threshold_C = jnp.take_along_axis(ranked_CxN, (keep - 1)[:, None], 1)[:, 0]
   fallback = num_confident < slots_per_class_C
   selected = jnp.where(fallback[pseudo], conf >= threshold_C[pseudo], confident)
-  return pseudo, jnp.logical_and(selected, mask_N)
+  selected = jnp.logical_and(selected, mask_N)
+  return (tree.reshard_like(pseudo, sharded_like_N),
+          tree.reshard_like(selected, sharded_like_N))
 
 
 def _im_replay(state: EMCState, h_NxD, mask_N, memory_MxD):

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers import tree
 from jaxpapers.graph.baselines import im_step
 from jaxpapers.graph.gcn import classify
 from jaxpapers.graph.gcn import embed
@@ -147,7 +148,12 @@ def encode(generator: GeneratorParams, graph: GraphsTuple, memory_size: int
   z = (gcn_propagate(graph, node_features(graph) @ generator.encoder["w"])
        + generator.encoder["b"][None, :])
   z = _norm(z, generator.encoder_norm, mask)
-  score = z @ generator.selector / jnp.linalg.norm(generator.selector)
+  # A selector sharded along an Explicit axis needs the output sharding:
+  # z's rows keep theirs.
+  z_spec = tree.explicit_spec(z)
+  rows = None if z_spec is None else jax.P(*z_spec[:-1])
+  score = (jnp.matmul(z, generator.selector, out_sharding=rows)
+           / jnp.linalg.norm(generator.selector))
   _, top = jax.lax.top_k(jnp.where(mask, score, -jnp.inf), memory_size)
   pooled = z[top] * jnp.tanh(score[top])[:, None]
   mean, log_var = jnp.split(pooled, 2, axis=1)

@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
+from jaxpapers import tree
+
 GraphsTuple = jraph.GraphsTuple
 FEATURES = "features"
 MASK = "mask"
@@ -313,6 +315,14 @@ def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array, *,
     if np.any(np.asarray(graph.edges) < 0):
       raise ValueError("graph.edges holds negative edge weights; GCN degree"
                        " normalisation needs non-negative weights.")
+  # Explicit axes cannot gather or scatter at edge indices into a sharded node
+  # axis: the structure is replicated, x's node axis is gathered (its feature
+  # axis stays sharded) and the result goes back to x's sharding.
+  graph, _ = tree.gather_explicit(graph)
+  x_spec = tree.explicit_spec(x_NxD)
+  node_sharded = x_spec is not None and x_spec[0] is not None
+  if node_sharded:
+    x_NxD = jax.sharding.reshard(x_NxD, jax.P(None, *x_spec[1:]))
   weights = edge_weights(graph)
   degree = 1.0 + jax.ops.segment_sum(weights, graph.receivers, num_nodes)
   inv_sqrt = jax.lax.rsqrt(degree)
@@ -332,13 +342,20 @@ def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array, *,
 
   aggregated, _ = jax.lax.scan(add_chunk, (inv_sqrt * inv_sqrt)[:, None] * x_NxD,
                                chunked)
+  if node_sharded:
+    aggregated = jax.sharding.reshard(aggregated, x_spec)
   return aggregated
 
 
 def masked_mean(x_NxD: jax.Array, mask_N: jax.Array) -> jax.Array:
   """Mean over real rows (0 when there are none)."""
   weights = mask_N.astype(x_NxD.dtype)
-  return weights @ x_NxD / jnp.maximum(jnp.sum(weights), 1.0)
+  # A sum over rows sharded along an Explicit axis needs its output sharding:
+  # the columns keep theirs.
+  x_spec = tree.explicit_spec(x_NxD)
+  columns = None if x_spec is None else jax.P(*x_spec[1:])
+  return (jnp.matmul(weights, x_NxD, out_sharding=columns)
+          / jnp.maximum(jnp.sum(weights), 1.0))
 
 
 def masked_moments(x_NxD: jax.Array, mask_N: jax.Array

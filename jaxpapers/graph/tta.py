@@ -25,6 +25,7 @@ import optax
 
 from jaxpapers import profiling
 from jaxpapers.graph.graphs import GraphsTuple
+from jaxpapers.graph.graphs import masked_mean
 
 
 class Adapter(NamedTuple):
@@ -165,7 +166,7 @@ def information_maximization(logits_NxC: jax.Array, mask_N: jax.Array,
   logp = jax.nn.log_softmax(logits_NxC)
   p = jnp.exp(logp)
   entropy = -jnp.sum(weights * jnp.sum(p * logp, -1)) / total
-  p_bar = weights @ p / total
+  p_bar = masked_mean(p, mask_N)
   marginal = -jnp.sum(p_bar * jnp.log(p_bar + 1e-12))
   return entropy - marginal_weight * marginal
 

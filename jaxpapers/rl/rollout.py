@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers import models
+from jaxpapers import tree
 from jaxpapers.rl import shell
 
 
@@ -57,7 +58,13 @@ def decode(model: models.Transformer, cache: Cache, tokens_BxN: jax.Array,
   positions_N = start + jnp.arange(num_new)
   pos_embed_NxD = jax.lax.dynamic_slice_in_dim(model.pos_embed[...], start,
                                                num_new)
-  x_BxNxD = model.embed(tokens_BxN) + pos_embed_NxD[None]
+  # A lookup at sharded tokens, and the tied read-out's contraction over a
+  # sharded width, keep the tokens' sharding on Explicit mesh axes (as the
+  # model's own call does).
+  spec = tree.explicit_spec(tokens_BxN)
+  rows = None if spec is None else jax.P(*spec, None)
+  x_BxNxD = (model.embed(tokens_BxN, out_sharding=rows)
+             + pos_embed_NxD[None])
   visible_NxL = jnp.arange(length)[None, :] <= positions_N[:, None]
   keys, values = cache.keys, cache.values
   for i, block in enumerate(model.blocks):
@@ -65,8 +72,13 @@ def decode(model: models.Transformer, cache: Cache, tokens_BxN: jax.Array,
     qkv = attn.qkv(block.attn_norm(x_BxNxD)).reshape(
         batch, num_new, 3, attn.num_heads, attn.head_dim)
     at = (i, 0, start, 0, 0)
-    keys = jax.lax.dynamic_update_slice(keys, qkv[None, :, :, 1], at)
-    values = jax.lax.dynamic_update_slice(values, qkv[None, :, :, 2], at)
+    new_keys, new_values = qkv[None, :, :, 1], qkv[None, :, :, 2]
+    # Explicit mesh axes update a slice only of an alike-sharded cache: an
+    # empty cache takes the batch sharding of the tokens' keys and values.
+    keys = jax.lax.dynamic_update_slice(
+        tree.reshard_like(keys, new_keys), new_keys, at)
+    values = jax.lax.dynamic_update_slice(
+        tree.reshard_like(values, new_values), new_values, at)
     scale = jnp.asarray(attn.head_dim ** -0.5, x_BxNxD.dtype)
     logits_BxHxNxL = jnp.einsum("bnhk,blhk->bhnl", qkv[:, :, 0],
                                 keys[i]) * scale
@@ -77,7 +89,8 @@ def decode(model: models.Transformer, cache: Cache, tokens_BxN: jax.Array,
     x_BxNxD = x_BxNxD + attn.out(y_BxNxHxK.reshape(batch, num_new, -1))
     y_BxNxD, _ = block.ffn(block.ffn_norm(x_BxNxD), None)
     x_BxNxD = x_BxNxD + y_BxNxD
-  return model.embed.attend(model.final_norm(x_BxNxD)), Cache(keys, values)
+  return (model.embed.attend(model.final_norm(x_BxNxD), out_sharding=rows),
+          Cache(keys, values))
 
 
 def sample(model: models.Transformer, tasks: shell.Tasks, key: jax.Array,
@@ -106,19 +119,21 @@ def sample(model: models.Transformer, tasks: shell.Tasks, key: jax.Array,
   batch = tasks.prompt.shape[0]
   _, cache = decode(model, init_cache(model, batch, layout.length),
                     tasks.prompt, 0)
+  # The turns' scaffolding tokens and flags are made like this [B, 1] column:
+  # sharded as the prompt's batch, which Explicit mesh axes keep throughout.
+  column = jnp.zeros_like(tasks.prompt[:, :1])
   play = lambda carry, turn: _turn(model, carry, turn, key, layout,
-                                   temperature)
+                                   temperature, column)
   (_, final), per_turn = jax.lax.scan(play, (cache, tasks.initial),
                                       jnp.arange(layout.num_turns))
   return shell.transcripts_of(tasks, final, *per_turn, layout)
 
 
-def _turn(model, carry, turn, key, layout, temperature):
+def _turn(model, carry, turn, key, layout, temperature, column_Bx1):
   """``CMD``, one sampled command, its execution and its fed-back observation."""
   cache, store = carry
-  batch = store.present.shape[0]
   start = layout.command_start(turn)
-  logits, cache = decode(model, cache, jnp.full((batch, 1), shell.CMD),
+  logits, cache = decode(model, cache, jnp.full_like(column_Bx1, shell.CMD),
                          start - 1)
 
   def sample_token(carry, inputs):
@@ -132,11 +147,13 @@ def _turn(model, carry, turn, key, layout, temperature):
   keys = jax.random.split(jax.random.fold_in(key, turn), layout.command_len)
   positions = start + jnp.arange(layout.command_len)
   (_, cache, _), command_CxB = jax.lax.scan(
-      sample_token, (logits[:, 0], cache, jnp.zeros(batch, jnp.bool_)),
+      sample_token, (logits[:, 0], cache,
+                     jnp.zeros_like(column_Bx1[:, 0], jnp.bool_)),
       (keys, positions))
   store, command, obs, spans = shell.step(store, command_CxB.T, layout)
-  _, cache = decode(model, cache, jnp.concatenate(
-      [jnp.full((batch, 1), shell.OBS), obs], axis=1), start + layout.command_len)
+  observed = jnp.concatenate([jnp.full_like(column_Bx1, shell.OBS), obs],
+                             axis=1)
+  _, cache = decode(model, cache, observed, start + layout.command_len)
   return (cache, store), (command, obs, spans)
 
 

@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
 from jaxpapers.data import text
 
 KEYS = "abcd"
@@ -355,19 +356,25 @@ def step(store: Store, command_BxC: jax.Array, layout: Layout):
   is_end = (command_BxC == EOT).astype(jnp.int32)
   ended = jnp.cumsum(is_end, axis=-1) - is_end
   command_BxC = jnp.where(ended > 0, PAD, command_BxC).astype(jnp.int32)
-  store, text_BxW, length_B, terminated_B = jax.vmap(execute)(store, command_BxC)
-  obs = jax.vmap(lambda t, n, e: observation(t, n, e, layout))(
+  # Both read constant tables at per-row indices, which a batch sharded along
+  # Explicit mesh axes maps per device (see tree.vmap_sharded); the new
+  # store keeps the old one's sharding (a scan over turns carries it).
+  new_store, text_BxW, length_B, terminated_B = tree.vmap_sharded(execute)(
+      store, command_BxC)
+  store = jax.tree.map(tree.reshard_like, new_store, store)
+  obs = tree.vmap_sharded(lambda t, n, e: observation(t, n, e, layout))(
       text_BxW, length_B, terminated_B)
   return store, command_BxC, obs[0], obs[1:]
 
 
 def assemble(prompt_BxP, commands, observations, layout: Layout):
   """Concatenates the prompt and per-turn ``[CMD] command [OBS] obs`` blocks: ``[B, L]``."""
-  batch = prompt_BxP.shape[0]
+  # Scaffolding columns like the prompt's: Explicit mesh axes concatenate
+  # only alike-sharded blocks.
+  column = lambda token: jnp.full_like(prompt_BxP[:, :1], token, jnp.int32)
   blocks = [prompt_BxP]
   for command_BxC, obs_BxO in zip(commands, observations):
-    blocks += [jnp.full((batch, 1), CMD, jnp.int32), command_BxC,
-               jnp.full((batch, 1), OBS, jnp.int32), obs_BxO]
+    blocks += [column(CMD), command_BxC, column(OBS), obs_BxO]
   return jnp.concatenate(blocks, axis=1)
 
 
@@ -432,8 +439,11 @@ def transcripts_of(tasks: Tasks, final: Store, commands_TxBxC,
 
 def render_goal(goal: Store, layout: Layout) -> np.ndarray:
   """Prompt tokens ``[P]``: ``TASK``, ``"a=3 c=12"`` (the goal's present keys), ``EOT``."""
-  text_ = " ".join(f"{KEYS[k]}={int(goal.value[k])}" for k in range(NUM_KEYS)
-                   if goal.present[k])
+  # Read on the host: indexing a device array sharded along Explicit mesh
+  # axes at a key would be a gather with no inferable sharding.
+  present, value = np.asarray(goal.present), np.asarray(goal.value)
+  text_ = " ".join(f"{KEYS[k]}={int(value[k])}" for k in range(NUM_KEYS)
+                   if present[k])
   return np.concatenate([[TASK], encode(text_, layout.goal_len), [EOT]]
                         ).astype(np.int32)
 

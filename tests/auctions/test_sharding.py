@@ -1,17 +1,74 @@
-"""jaxpapers.auctions under Auto and Explicit meshes gives the unsharded numbers.
+"""jaxpapers.auctions under Auto and Explicit meshes gives unsharded numbers.
 
-Episodes are vmapped (the environment's documented batching) over keys and
-bids sharded along the mesh's data axis.
+Episodes are vmapped (the environment's documented batching) over keys,
+reset states and bids sharded along the mesh's data axis; per-episode
+arrays (candidate slots, rollouts, bid grids) and the PPO networks' hidden
+width go along the model axis where they divide (see
+``check_sharded_call`` in tests/conftest.py).
 """
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 import pytest
 
 from jaxpapers import auctions
+from jaxpapers.auctions import dp_oracle
+from jaxpapers.auctions import environment as env_lib
+from jaxpapers.auctions import mpc
+from jaxpapers.auctions import myopic
+from jaxpapers.auctions import ppo
 
+# 12 candidate slots per episode, 8 episodes, 8 points per bid grid row.
 _PARAMS = auctions.EnvParams(format="first", horizon=2.0, base_intensity=3.0)
+_SECOND = auctions.EnvParams(format="second", horizon=2.0, base_intensity=3.0)
+# The DP oracle's setting: count-only saturation, stationary competition.
+_ORACLE = auctions.EnvParams(format="second", horizon=2.0, base_intensity=3.0,
+                             saturation_measure="count", recency=False,
+                             competing_log_amplitude=0.0)
 _NUM_STEPS = 3
+B, M = 8, 8
+_DATA, _GRID = jax.P("data"), jax.P("data", "model")
+
+_KEYS = jax.random.split(jax.random.key(0), B)
+_TIMES = jax.random.uniform(jax.random.key(1), (B, M), maxval=24.0)
+_BIDS = jax.random.uniform(jax.random.key(2), (B, M), maxval=2.0)
+_WON = jax.random.bernoulli(jax.random.key(3), 0.5, (B, M))
+_SORTED_TIMES = jnp.sort(_TIMES, axis=-1)
+_COUNTS = jnp.floor(jax.random.uniform(jax.random.key(4), (B, M), maxval=5.0))
+_REMAINING = jax.random.randint(jax.random.key(9), (B, M), 0, 13)
+
+
+def _reset_batch(params):
+  return jax.jit(jax.vmap(lambda k: auctions.reset(k, params)))(_KEYS)
+
+
+_OBS, _STATES = _reset_batch(_PARAMS)
+_ORACLE_OBS, _ORACLE_STATES = _reset_batch(_ORACLE)
+_ORACLE_TABLE = dp_oracle.value_table(_ORACLE, env_lib.num_slots(_ORACLE))
+_QUADRATURE = tuple(jnp.asarray(a, jnp.float32)
+                    for a in dp_oracle.lognormal_quadrature(0.0, 0.5))
+
+_MPC = auctions.MPCConfig(thetas=(0.0, 0.5, 1.0, 1.5), num_rollouts=8,
+                          horizon=1.0, replan_every=4, cem_iterations=2,
+                          cem_samples=8, cem_elites=2)
+_FUTURES = jax.jit(lambda k, o: mpc.sample_futures(k, o, _PARAMS, _MPC))(
+    jax.random.key(5), jax.tree.map(lambda x: x[0], _OBS))
+# Rollouts along "data", future slots along "model" where they divide.
+_FUTURE_SPECS = jax.tree.map(
+    lambda x: jax.P("data", "model" if x.shape[1] % 4 == 0 else None),
+    _FUTURES)
+
+_PPO = ppo.PPOConfig(hidden=(8,), num_envs=4, num_iterations=2, epochs=1,
+                     minibatches=2)
+_PPO_PARAMS = ppo.init(jax.random.key(6), _PPO)
+# The hidden width along "model": the first layer's columns, the last's rows.
+_PPO_SPECS = ppo.PPOParams(
+    *[[{"w": jax.P(None, "model"), "b": jax.P("model")},
+       {"w": jax.P("model", None), "b": None}]] * 2, None)
+_PPO_BATCH, _ = jax.jit(lambda k, p: ppo.collect(k, p, _PARAMS, _PPO))(
+    jax.random.key(7), _PPO_PARAMS)
 
 
 def _episodes(keys, shading_B):
@@ -27,11 +84,182 @@ def _episodes(keys, shading_B):
   return jax.vmap(one)(keys, shading_B)
 
 
+def _market(time_BxM, bid_BxM):
+  return (env_lib.intensity(time_BxM, _PARAMS),
+          env_lib.competing_log_mean(time_BxM, _PARAMS),
+          env_lib.win_probability(bid_BxM, time_BxM, _PARAMS))
+
+
+def _contexts(win_times_BxM, won_BxM, now_BxM):
+  """Prefix contexts of win sequences, combined and read by the kernel."""
+  counting = auctions.EnvParams(saturation_measure="count")
+  prefix = jax.vmap(lambda t, w: env_lib.context_prefix(t, w, _PARAMS))(
+      win_times_BxM, won_BxM)
+  later = env_lib.combine(prefix, env_lib.win_context(now_BxM, _PARAMS))
+  unchanged = env_lib.combine(env_lib.identity_context((B, M)), prefix)
+  return (prefix, later, unchanged,
+          env_lib.exposure(later, now_BxM, _PARAMS),
+          env_lib.exposure(later, now_BxM, counting),
+          env_lib.kernel(later, now_BxM + 1.0, _PARAMS))
+
+
+def _arrivals(keys, start_B):
+  return jax.vmap(lambda k, s: env_lib.sample_arrivals(
+      k, _PARAMS, s, 2.0, env_lib.num_slots(_PARAMS)))(keys, start_B)
+
+
+def _resolve(win_times_BxM, won_BxM, time_BxM, value_BxM, competing_BxM,
+             bid_BxM):
+  context = jax.vmap(lambda t, w: env_lib.context_prefix(t, w, _PARAMS))(
+      win_times_BxM, won_BxM)
+  return [env_lib.resolve(context, time_BxM, value_BxM, competing_BxM,
+                          bid_BxM, won_BxM, params)
+          for params in (_PARAMS, _SECOND)]
+
+
+def _myopic_bids(valuation_BxM, time_BxM):
+  return (myopic.first_price_bid(valuation_BxM, time_BxM, _PARAMS),
+          myopic.first_price_bid_fast(valuation_BxM, time_BxM, _PARAMS),
+          myopic.myopic_bid(valuation_BxM, time_BxM, _PARAMS, fast=True),
+          myopic.myopic_bid(valuation_BxM, time_BxM, _SECOND))
+
+
+def _policies(obs, theta_B):
+  return (myopic.myopic_valuation(obs, _PARAMS),
+          myopic.myopic_valuation(obs, _PARAMS, value_observed=False),
+          jax.vmap(lambda o, t: myopic.fixed_shading(t, _PARAMS)(o))(
+              obs, theta_B))
+
+
+def _myopic_episodes(keys):
+  return jax.vmap(lambda k: myopic.run_episode(
+      k, _PARAMS, myopic.fixed_shading(0.8, _PARAMS)))(keys)
+
+
+def _value_table(nodes, weights):
+  return dp_oracle.value_table(_ORACLE, 6, value_nodes=nodes,
+                               value_weights=weights)
+
+
+def _oracle(states, obs, values, value_BxM, count_BxM, remaining_BxM):
+  return (jax.vmap(lambda s, o: dp_oracle.run_oracle_from(
+      s, o, values, _ORACLE))(states, obs),
+          dp_oracle.oracle_bid(values, value_BxM, count_BxM, remaining_BxM,
+                               _ORACLE))
+
+
+def _surplus(w_BxM, count_BxM):
+  return (dp_oracle.expected_surplus(w_BxM, _ORACLE),
+          dp_oracle.saturation(count_BxM, _ORACLE),
+          dp_oracle.saturation(count_BxM, _SECOND))
+
+
+def _plans(keys, obs):
+  """Futures and both planners per episode, the current item's futures first."""
+  def one(key, o):
+    futures = mpc.sample_futures(key, o, _PARAMS, _MPC)
+    grid = mpc.plan(key, o, _PARAMS, _MPC)
+    cem = mpc.plan(key, o, _PARAMS,
+                   dataclasses.replace(_MPC, planner="cem"))
+    return futures, grid, cem
+  return jax.vmap(one)(keys, obs)
+
+
+def _rollouts(futures, context, key):
+  theta = jnp.full(futures.time.shape, 0.9)
+  return (mpc.rollout_returns(futures, context, theta, _PARAMS),
+          mpc.plan_grid(futures, context, _PARAMS, _MPC),
+          mpc.plan_cem(key, futures, context, _PARAMS, _MPC))
+
+
+def _mpc_episodes(keys):
+  return jax.vmap(lambda k: mpc.run_mpc_episode(k, _PARAMS, _MPC))(keys)
+
+
+def _ppo_policy(ppo_params, obs, u_B):
+  return (ppo.features(obs, _PARAMS), ppo.shading(u_B, _PPO),
+          jax.vmap(ppo.greedy_policy(ppo_params, _PARAMS, _PPO))(obs))
+
+
+def _ppo_loss(ppo_params, batch):
+  return jax.value_and_grad(ppo.loss)(ppo_params, batch, _PPO)
+
+
+def _ppo_train(key):
+  # optax's adam mixes int32 counts into floats (see the
+  # standard_dtype_promotion fixture of tests/conftest.py).
+  with jax.numpy_dtype_promotion("standard"):
+    return ppo.train(key, _PARAMS, _PPO)
+
+
+def _scan_from_a_constant(x_B):
+  """A vmapped scan whose carry starts as a scalar constant."""
+  def one(x):
+    start = env_lib.on_context_mesh(jnp.float32(0.0))
+    return jax.lax.scan(lambda c, _: (c + x, None), start, None, length=3)[0]
+  return jax.vmap(one)(x_B)
+
+
+_CONTEXT_INPUTS = (_SORTED_TIMES, _WON, _SORTED_TIMES + 0.5)
+
 CASES = {
     "auctions.reset+auctions.step": (
-        _episodes, (jax.random.split(jax.random.key(0), 8),
-                    jnp.linspace(0.2, 1.0, 8)),
-        (jax.P("data"), jax.P("data"))),
+        _episodes, (_KEYS, jnp.linspace(0.2, 1.0, B)), (_DATA, _DATA)),
+    "auctions.environment.intensity+auctions.environment.competing_log_mean"
+    "+auctions.environment.win_probability": (
+        _market, (_TIMES, _BIDS), (_GRID, _GRID)),
+    "auctions.environment.context_prefix+auctions.environment.combine"
+    "+auctions.environment.win_context+auctions.environment.identity_context"
+    "+auctions.environment.exposure+auctions.environment.kernel": (
+        _contexts, _CONTEXT_INPUTS, (_GRID,) * 3),
+    "auctions.environment.lookup": (
+        env_lib.lookup, (_ORACLE_TABLE, _REMAINING, _COUNTS.astype(jnp.int32)),
+        (None, _GRID, _GRID)),
+    "auctions.environment.on_context_mesh": (
+        _scan_from_a_constant, (_BIDS[0],), (_DATA,)),
+    "auctions.environment.sample_arrivals": (
+        _arrivals, (_KEYS, jnp.linspace(0.0, 20.0, B)), (_DATA, _DATA)),
+    "auctions.environment.resolve": (
+        _resolve, (*_CONTEXT_INPUTS, _BIDS + 0.5, _BIDS[::-1], _BIDS),
+        (_GRID,) * 6),
+    "auctions.myopic.first_price_bid+auctions.myopic.first_price_bid_fast"
+    "+auctions.myopic.myopic_bid": (
+        _myopic_bids, (_BIDS, _TIMES), (_GRID, _GRID)),
+    "auctions.myopic.myopic_valuation+auctions.myopic.fixed_shading": (
+        _policies, (_OBS, jnp.linspace(0.5, 1.2, B)), (_DATA, _DATA)),
+    "auctions.myopic.run_episode+auctions.myopic.run_from": (
+        _myopic_episodes, (_KEYS,), (_DATA,)),
+    "auctions.myopic.best_fixed_shading": (
+        lambda key, thetas: myopic.best_fixed_shading(key, _PARAMS, thetas),
+        (_KEYS[0], jnp.linspace(0.4, 1.2, B)), (None, _DATA)),
+    "auctions.dp_oracle.expected_surplus+auctions.dp_oracle.saturation": (
+        _surplus, (_BIDS, _COUNTS), (_GRID, _GRID)),
+    "auctions.dp_oracle.value_table": (
+        _value_table, _QUADRATURE, (jax.P("model"), jax.P("model"))),
+    "auctions.dp_oracle.run_oracle_from+auctions.dp_oracle.oracle_bid": (
+        _oracle, (_ORACLE_STATES, _ORACLE_OBS, _ORACLE_TABLE, _BIDS,
+                  _COUNTS, _REMAINING),
+        (_DATA, _DATA, None, _GRID, _GRID, _GRID)),
+    "auctions.mpc.sample_futures+auctions.mpc.plan": (
+        _plans, (_KEYS, _OBS), (_DATA, _DATA)),
+    "auctions.mpc.rollout_returns+auctions.mpc.plan_grid"
+    "+auctions.mpc.plan_cem": (
+        _rollouts, (_FUTURES, jax.tree.map(lambda x: x[0], _OBS.context),
+                    jax.random.key(8)),
+        (_FUTURE_SPECS, None, None)),
+    "auctions.mpc.run_mpc_episode+auctions.mpc.run_mpc_from": (
+        _mpc_episodes, (_KEYS[:2],), (_DATA,)),
+    "auctions.ppo.init": (
+        jax.vmap(lambda k: ppo.init(k, _PPO)), (_KEYS,), (_DATA,)),
+    "auctions.ppo.features+auctions.ppo.shading+auctions.ppo.greedy_policy": (
+        _ppo_policy, (_PPO_PARAMS, _OBS, jnp.linspace(-2.0, 2.0, B)),
+        (_PPO_SPECS, _DATA, _DATA)),
+    "auctions.ppo.collect": (
+        lambda key, p: ppo.collect(key, p, _PARAMS, _PPO),
+        (jax.random.key(7), _PPO_PARAMS), (None, _PPO_SPECS)),
+    "auctions.ppo.loss": (
+        _ppo_loss, (_PPO_PARAMS, _PPO_BATCH), (_PPO_SPECS, _DATA)),
+    "auctions.ppo.train": (_ppo_train, (_KEYS[0],), (None,)),
 }
 
 NOT_SHARDED = {
@@ -39,14 +267,32 @@ NOT_SHARDED = {
                           " validated at construction",
     "auctions.MPCConfig": "a static config dataclass of Python numbers,"
                           " validated at construction",
+    "auctions.ppo.PPOConfig": "a static config dataclass of Python numbers,"
+                              " validated at construction",
+    "auctions.environment.num_slots": "a Python int (a static shape) from"
+                                      " EnvParams and a Python duration",
+    "auctions.environment.integrated_intensity": (
+        "a closed form in Python floats of EnvParams and two Python times"),
+    "auctions.dp_oracle.check_setting": "validates EnvParams, no arrays",
+    "auctions.dp_oracle.lognormal_quadrature": (
+        "host-side NumPy Gauss-Hermite nodes from Python floats"),
+    "auctions.ppo.optimizer": "builds an optax transformation from PPOConfig",
 }
 
 
 # The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "auctions.reset+auctions.step",
+_FAST_CASES = {
+    "auctions.environment.intensity+auctions.environment.competing_log_mean"
+    "+auctions.environment.win_probability",
+    "auctions.environment.lookup",
+    "auctions.environment.on_context_mesh",
+    "auctions.myopic.first_price_bid+auctions.myopic.first_price_bid_fast"
+    "+auctions.myopic.myopic_bid",
+    "auctions.myopic.myopic_valuation+auctions.myopic.fixed_shading",
+    "auctions.ppo.features+auctions.ppo.shading+auctions.ppo.greedy_policy",
 }
+SLOW_CASES = set(CASES) - _FAST_CASES
 
 
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])

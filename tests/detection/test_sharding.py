@@ -2,6 +2,9 @@
 
 Budgets and top-K selection vmap over a batch of images sharded along the
 mesh's data axis; the IoU matrix is sharded along both of its box axes.
+The blob world's generator maps a batch of keys sharded along "data"; its
+encoder, labels and scores take images and proposals sharded along both
+axes, and the calibration fit a response vector sharded along "model".
 """
 
 import jax
@@ -10,6 +13,7 @@ import numpy as np
 import pytest
 
 from jaxpapers import detection
+from jaxpapers.detection import blobs
 
 _rng = np.random.default_rng(0)
 _SCORES_BxN = jnp.asarray(_rng.uniform(size=(8, 16)), jnp.float32)
@@ -62,6 +66,30 @@ def _counted_budgets(scores_BxN):
   return jax.vmap(one)(scores_BxN)
 
 
+def _blob_images(keys):
+  """Two 16 x 16 images of 1..8 blobs per key of a batch of keys."""
+  return jax.vmap(lambda key: blobs.blob_images(key, 2, size=16,
+                                                count_range=(1, 8)))(keys)
+
+
+# Host-made stand-ins for the generator's and the encoder's outputs (no
+# compilation at import): 16 x 16 images, 8 padded true boxes, 16 proposals.
+_COUNTS_B = _rng.integers(1, 9, 8)
+_BLOBS = blobs.BlobImages(
+    jnp.asarray(_rng.normal(size=(8, 16, 16)), jnp.float32), _boxes(8, 8),
+    jnp.asarray(np.arange(8)[None, :] < _COUNTS_B[:, None]),
+    jnp.asarray(_COUNTS_B, jnp.int32))
+_BLOB_SPECS = blobs.BlobImages(jax.P("data", "model"), jax.P("data", "model"),
+                               jax.P("data", "model"), jax.P("data"))
+_PROPOSALS = blobs.Proposals(
+    jnp.asarray(_rng.normal(size=(8, 16)), jnp.float32), _boxes(8, 16))
+_PROPOSAL_SPECS = blobs.Proposals(jax.P("data", "model"),
+                                  jax.P("data", "model"))
+_RESPONSE_M = jnp.asarray(_rng.normal(size=32), jnp.float32)
+_LABELS_M = jnp.asarray(
+    _rng.uniform(size=32) < 1 / (1 + np.exp(-2 * np.asarray(_RESPONSE_M))))
+_CALIBRATION = blobs.Calibration(jnp.float32(1.5), jnp.float32(-0.5))
+
 _DATA = jax.P("data")
 CASES = {
     "detection.box_iou": (detection.box_iou, (_boxes(8), _boxes(12)),
@@ -82,6 +110,29 @@ CASES = {
                                  (jax.P("data", None, "model"),)),
     "detection.check_scores+detection.soft_count+detection.budget_from_count": (
         _counted_budgets, (_SCORES_BxN,), (jax.P("data", "model"),)),
+    "detection.blobs.blob_images": (
+        _blob_images, (jax.random.split(jax.random.key(1), 4),), (_DATA,)),
+    "detection.blobs.log_proposals": (
+        blobs.log_proposals, (_BLOBS.images,), (jax.P("data", "model"),)),
+    "detection.blobs.proposal_labels": (
+        lambda proposals, data: blobs.proposal_labels(proposals, data, 0.3),
+        (_PROPOSALS, _BLOBS),
+        (_PROPOSAL_SPECS, _BLOB_SPECS)),
+    "detection.blobs.fit_calibration": (
+        lambda r, y: blobs.fit_calibration(r, y, num_newton_steps=3),
+        (_RESPONSE_M, _LABELS_M), (jax.P("model"), jax.P("model"))),
+    "detection.blobs.proposal_scores": (
+        blobs.proposal_scores, (_CALIBRATION, _PROPOSALS),
+        (None, _PROPOSAL_SPECS)),
+}
+
+# The cases that took 2.5 s or more for both modes (nearly all of it
+# compilation) run in the slow suite, `pytest -m slow`, which CI runs.
+SLOW_CASES = {
+    "detection.blobs.blob_images",
+    "detection.blobs.fit_calibration",
+    "detection.blobs.log_proposals",
+    "detection.blobs.proposal_labels",
 }
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from jaxpapers import models
+from tests import nnx_sharding
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -33,21 +34,8 @@ _COLUMNS = {"kernel": jax.P(None, "model"), "bias": jax.P("model")}
 _ROWS = {"kernel": jax.P("model"), "bias": None}
 
 
-def _split(module, shard):
-  """``(graphdef, state, specs)``: ``shard`` maps a layer's name to its leaves' specs."""
-  graphdef, state = nnx.split(module)
-
-  def spec(path, _):
-    names = [str(getattr(p, "key", p)) for p in path]
-    for name, specs in shard.items():
-      if name in names:
-        return specs.get(names[names.index(name) + 1])
-    return None
-  return graphdef, state, jax.tree_util.tree_map_with_path(spec, state)
-
-
 def _module_case(module, shard, call, inputs, input_specs):
-  graphdef, state, specs = _split(module, shard)
+  graphdef, state, specs = nnx_sharding.split(module, shard)
   run = lambda state, *args: call(nnx.merge(graphdef, state), *args)
   return run, (state, *inputs), (specs, *input_specs)
 

@@ -1,17 +1,29 @@
 """jaxpapers.rl under Auto and Explicit meshes gives the unsharded numbers.
 
-Every case runs jitted on a batch of transcripts sharded along the batch
-("data") and, for the logits, the vocabulary ("model") of a (2, 4) mesh (see
-``check_sharded_call`` in tests/conftest.py).
+Every case runs jitted on a batch of transcripts (or tasks, or stores)
+sharded along the batch ("data") and, for the logits and the stores' keys,
+the vocabulary or key axis ("model") of a (2, 4) mesh (see
+``check_sharded_call`` in tests/conftest.py). Policies are split nnx
+models: their FFN width lies on "model" (Megatron style), their byte
+vocabulary (261 tokens) divides no mesh axis and stays whole.
 """
 
+import functools
+
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxpapers import models
 from jaxpapers import rl
+from jaxpapers.rl import echo
+from jaxpapers.rl import grpo
+from jaxpapers.rl import rollout
 from jaxpapers.rl import shell
+from jaxpapers.rl import training
+from tests import nnx_sharding
 
 B, L, V, T = 8, 12, 16, 2
 _rng = np.random.default_rng(0)
@@ -27,6 +39,49 @@ _ADVANTAGES = jnp.asarray(_rng.normal(size=B), jnp.float32)
 _ROWS = jnp.asarray(_rng.random(B) < 0.5)
 _SCHEDULE = rl.lambda_schedule("step_decay", 0.05, decay_steps=3)
 
+# The shell: two turns with warnings for the scripted policy; one turn
+# without for the policies (61 tokens: the shell's goal, command table and
+# observations have fixed widths).
+_SCRIPT_LAYOUT = shell.Layout(num_turns=2)
+_LAYOUT = shell.Layout(num_turns=1, format_warnings=False)
+_TASKS = shell.make_tasks(0, B, _SCRIPT_LAYOUT, 1, 2)[0]
+_POOL = shell.make_tasks(1, B, _LAYOUT, 1, 1)[0]
+_TASK_SPECS = shell.Tasks(shell.Store(jax.P("data", "model"),
+                                      jax.P("data", "model")),
+                          shell.Store(jax.P("data", "model"),
+                                      jax.P("data", "model")),
+                          jax.P("data"))
+_table = shell.command_table(_SCRIPT_LAYOUT)[0]
+_COMMANDS = jnp.asarray(_table[_rng.integers(0, len(_table), (B, 2))])
+# Fixed probe transcripts for evaluate: random tokens and spans (made here
+# rather than by the jitted shell, whose compilation would slow the import).
+_probe_starts = _rng.integers(0, _LAYOUT.length - 8, (4, B, 1))
+_PROBE = shell.Transcripts(
+    jnp.asarray(_rng.integers(0, shell.VOCAB_SIZE, (B, _LAYOUT.length)),
+                jnp.int32),
+    shell.Spans(*[jnp.asarray(a[i], jnp.int32) for i in range(4)
+                  for a in (_probe_starts, _probe_starts + 8)]),
+    _POOL.goal, jnp.zeros(B, jnp.float32), jnp.zeros(B, jnp.bool_))
+_TRANSCRIPT_SPECS = shell.Transcripts(
+    jax.P("data"), _SPAN_SPECS, shell.Store(jax.P("data"), jax.P("data")),
+    jax.P("data"), jax.P("data"))
+_RL = training.RLConfig(tasks_per_step=2, group_size=4)
+
+
+def _split(config):
+  """``(graphdef, params, specs)`` of a model; its FFN width on "model"."""
+  return nnx_sharding.split(
+      models.Transformer(config, rngs=nnx.Rngs(0)),
+      {"up": {"kernel": jax.P(None, "model"), "bias": jax.P("model")},
+       "down": {"kernel": jax.P("model"), "bias": None}})
+
+
+_TINY = _split(models.TransformerConfig(
+    vocab_size=V, max_len=L, d_model=8, num_heads=2, num_layers=1, d_ff=16))
+_POLICY = _split(models.TransformerConfig(
+    vocab_size=shell.VOCAB_SIZE, max_len=_LAYOUT.length, d_model=8,
+    num_heads=2, num_layers=1, d_ff=16))
+
 
 def _echo(logits, targets, advantages, spans, rows):
   log_probs = rl.token_log_probs(logits, targets, temperature=0.8)
@@ -34,6 +89,58 @@ def _echo(logits, targets, advantages, spans, rows):
   loss, aux = rl.echo_loss(log_probs, jax.lax.stop_gradient(log_probs) + 0.1,
                            advantages, masks, lam=0.05)
   return loss, aux, rl.env_loss(log_probs, masks), masks
+
+
+def _spans(spans):
+  shifted = echo.shift_for_next_token(echo.echo_masks(spans, length=L))
+  return echo.span_mask(spans.env_start, spans.env_end, L), shifted
+
+
+def _decode(params, tokens):
+  """A prefill of 8 tokens, then one decoded token, from an empty cache."""
+  model = nnx.merge(_TINY[0], params)
+  cache = rollout.init_cache(model, B, L)
+  prefill, cache = rollout.decode(model, cache, tokens[:, :8], 0)
+  step, cache = rollout.decode(model, cache, tokens[:, 8:9], 8)
+  return prefill, step, cache
+
+
+def _adam(fn):
+  """``fn`` traced under standard dtype promotion.
+
+  optax's Adam mixes its int32 count into float math (see the
+  standard_dtype_promotion fixture of tests/conftest.py).
+  """
+  @functools.wraps(fn)
+  def call(*args):
+    with jax.numpy_dtype_promotion("standard"):
+      return fn(*args)
+  return call
+
+
+@_adam
+def _warm_start(params, pool, key):
+  tx = training.optimizer(1e-3, warmup_steps=1)
+  return training.warm_start_step(_POLICY[0], params, tx.init(params), key,
+                                  pool, tx, _LAYOUT, B)
+
+
+@_adam
+def _rl_step(params, pool, key):
+  tx = training.optimizer(1e-3, warmup_steps=1)
+  return training.rl_step(_POLICY[0], params, tx.init(params), key, pool,
+                          jnp.float32(0.05), jnp.bool_(False), tx, _LAYOUT,
+                          _RL)
+
+
+def _sample(params, tasks, key):
+  return rollout.sample_split(_POLICY[0], params, tasks, key, _LAYOUT,
+                              temperature=0.8)
+
+
+def _evaluate(params, key, held_out, probe):
+  return training.evaluate(_POLICY[0], params, key, held_out, probe, _LAYOUT,
+                           temperature=0.8, samples=1)
 
 
 CASES = {
@@ -44,6 +151,52 @@ CASES = {
          _SPAN_SPECS, jax.P("data"))),
     "rl.lambda_schedule": (
         _SCHEDULE, (jnp.arange(8, dtype=jnp.int32),), (jax.P("data"),)),
+    "rl.echo.span_mask+rl.echo.shift_for_next_token": (
+        _spans, (_SPANS,), (_SPAN_SPECS,)),
+    "rl.grpo.sequence_mean+rl.grpo.check_same_shape": (
+        grpo.sequence_mean, (_LOGITS[..., 0], _ROWS[:, None] | (_TARGETS > 7)),
+        (jax.P("data", "model"), jax.P("data", "model"))),
+    "rl.rollout.init_cache+rl.rollout.decode": (
+        _decode, (_TINY[1], _TARGETS), (_TINY[2], jax.P("data"))),
+    "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation"
+    "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
+    "+rl.shell.verify": (
+        lambda tasks, commands: shell.scripted(tasks, commands,
+                                               _SCRIPT_LAYOUT),
+        (_TASKS, _COMMANDS), (_TASK_SPECS, jax.P("data"))),
+    "rl.training.warm_start_step+rl.training.random_transcripts"
+    "+rl.training.pretraining_mask+rl.training.optimizer": (
+        _warm_start, (_POLICY[1], _POOL, jax.random.key(2)),
+        (_POLICY[2], _TASK_SPECS, None)),
+    "rl.rollout.sample_split+rl.rollout.sample": (
+        _sample, (_POLICY[1], _POOL, jax.random.key(5)),
+        (_POLICY[2], _TASK_SPECS, None)),
+    "rl.training.rl_step+rl.training.rl_loss"
+    "+rl.training.transcript_log_probs": (
+        _rl_step, (_POLICY[1], _POOL, jax.random.key(3)),
+        (_POLICY[2], _TASK_SPECS, None)),
+    "rl.training.evaluate": (
+        _evaluate, (_POLICY[1], jax.random.key(4), _POOL, _PROBE),
+        (_POLICY[2], None, _TASK_SPECS, _TRANSCRIPT_SPECS)),
+}
+
+_HOST_TEST = ("tests/rl/test_sharding.py::"
+              "test_host_side_readers_take_sharded_arrays")
+NOT_SHARDED = {
+    "rl.shell.Layout": "a frozen dataclass of Python sizes, no arrays",
+    "rl.training.RLConfig": "a frozen dataclass of Python settings, no arrays",
+    "rl.shell.encode": "ASCII bytes of a Python string, as NumPy",
+    "rl.shell.encode_command": (
+        "a command slot from a Python string and a Layout, as NumPy"),
+    "rl.shell.command_table": "NumPy command slots from a Layout, no arrays",
+    "rl.shell.make_tasks": (
+        "a host NumPy generator from a seed and Python sizes, no arrays in"),
+    "rl.shell.decode": (
+        "host-side text of tokens read with NumPy (not jittable); run on"
+        f" sharded tokens in {_HOST_TEST}"),
+    "rl.shell.render_goal": (
+        "host-side prompt of a goal store read with Python ints (not"
+        f" jittable); run on a sharded store in {_HOST_TEST}"),
 }
 
 
@@ -51,6 +204,16 @@ CASES = {
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
     "rl.token_log_probs+rl.echo_masks+rl.world_model_only+rl.echo_loss+rl.env_loss",
+    "rl.rollout.init_cache+rl.rollout.decode",
+    "rl.rollout.sample_split+rl.rollout.sample",
+    "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation"
+    "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
+    "+rl.shell.verify",
+    "rl.training.evaluate",
+    "rl.training.rl_step+rl.training.rl_loss"
+    "+rl.training.transcript_log_probs",
+    "rl.training.warm_start_step+rl.training.random_transcripts"
+    "+rl.training.pretraining_mask+rl.training.optimizer",
 }
 
 
@@ -59,3 +222,17 @@ SLOW_CASES = {
 def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
                                                    check_sharded_call):
   check_sharded_call(CASES[name], mode)
+
+
+@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
+def test_host_side_readers_take_sharded_arrays(mode, contract_mesh):
+  goal = shell.Store(_TASKS.goal.present[0], _TASKS.goal.value[0])
+  expected = ([shell.decode(row) for row in _PROBE.tokens],
+              shell.render_goal(goal, _SCRIPT_LAYOUT))
+  with jax.set_mesh(contract_mesh(mode)):
+    tokens = jax.device_put(_PROBE.tokens, jax.P("data"))
+    texts = [shell.decode(row) for row in tokens]
+    prompt = shell.render_goal(jax.device_put(goal, jax.P("model")),
+                               _SCRIPT_LAYOUT)
+  assert texts == expected[0]
+  np.testing.assert_array_equal(prompt, expected[1])
