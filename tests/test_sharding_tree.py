@@ -63,7 +63,26 @@ def _dense_layers(x_BxD, w1_DxF, w2_FxD, w3_DxF):
       y_BxD, w3_DxF, out_sharding=tree_lib.projection_spec(y_BxD, w3_DxF))
 
 
+def _scan_from_a_constant(x_B):
+  """A vmapped scan whose carry starts as a scalar constant."""
+  def one(x):
+    start = tree_lib.on_context_mesh(jnp.float32(0.0))
+    return jax.lax.scan(lambda c, _: (c + x, None), start, None, length=3)[0]
+  return jax.vmap(one)(x_B)
+
+
 CASES = {
+    # A table read at per-example (vmapped scalar) and at batched indices.
+    "tree.lookup": (
+        lambda table, rows, cols: (
+            tree_lib.lookup(table, rows, cols),
+            jax.vmap(jax.vmap(lambda r, c: tree_lib.lookup(table, r, c)))(
+                rows, cols)),
+        (_f32(6, 5), jnp.asarray(_rng.integers(0, 6, (4, 8)), jnp.int32),
+         jnp.asarray(_rng.integers(0, 5, (4, 8)), jnp.int32)),
+        (None, jax.P("data", "model"), jax.P("data", "model"))),
+    "tree.on_context_mesh": (
+        _scan_from_a_constant, (_f32(8),), (jax.P("data"),)),
     "tree.projection_spec": (
         _dense_layers, (_f32(4, 8), _f32(8, 16), _f32(16, 8), _f32(8, 4)),
         (jax.P("data"), jax.P(None, "model"), jax.P("model"),

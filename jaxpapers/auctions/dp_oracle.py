@@ -138,8 +138,8 @@ def oracle_bid(values: jax.Array, value: jax.Array, count: jax.Array,
   k = jnp.maximum(remaining - 1, 0)
   n = jnp.minimum(count.astype(jnp.int32), values.shape[1] - 2)
   k, n = jnp.broadcast_arrays(k, n)
-  return (value * saturation(count, params) + env_lib.lookup(values, k, n + 1)
-          - env_lib.lookup(values, k, n))
+  return (value * saturation(count, params) + tree.lookup(values, k, n + 1)
+          - tree.lookup(values, k, n))
 
 
 class OracleEpisode(NamedTuple):

@@ -281,21 +281,6 @@ def kernel(context: Context, time: jax.Array, params: EnvParams) -> jax.Array:
   return out
 
 
-def lookup(table: jax.Array, *indices: jax.Array) -> jax.Array:
-  """``table[indices]``: one index array per table axis, all of one shape.
-
-  The result has the indices' shape and sharding. On Explicit mesh axes a
-  table read at sharded indices needs that output sharding spelled out, and
-  scalar indices (one episode, vmapped over a sharded batch) would lower to
-  a dynamic slice whose batching has none: a trailing index axis makes the
-  read a gather in every case.
-  """
-  spec = tree_lib.explicit_spec(indices[0])
-  out = None if spec is None else jax.P(*spec, None)
-  return table.at[tuple(i[..., None] for i in indices)].get(
-      out_sharding=out)[..., 0]
-
-
 # ---------------------------------------------------------------- arrivals --
 
 
@@ -365,29 +350,6 @@ def resolve(context: Context, time: jax.Array, value: jax.Array,
 # ---------------------------------------------------------- gymnax-like API --
 
 
-def on_context_mesh(tree: Any) -> Any:
-  """``tree`` with its mesh-less leaves replicated on an Explicit context mesh.
-
-  JAX types scalar constants (``jnp.float32(0)``, ``jnp.zeros(())``) with
-  no mesh. A ``lax.scan`` or ``lax.while_loop`` vmapped over a batch sharded
-  along an Explicit mesh axis, whose carry starts as such an unbatched
-  constant and turns batched, then fails ("Resource axis: data ... is not
-  found in mesh: ()"); replicated on the context mesh the carry batches.
-  Without an Explicit context mesh ``tree`` is returned as it is.
-  """
-  mesh = jax.sharding.get_abstract_mesh()
-  if mesh.empty or jax.sharding.AxisType.Explicit not in mesh.axis_types:
-    return tree
-
-  def place(x):
-    if not jax.typeof(x).sharding.mesh.empty:
-      return x
-    return jax.sharding.reshard(x, jax.P(*[None] * jnp.ndim(x)))
-
-  return jax.tree.map(place, tree)
-
-
-
 class Observation(NamedTuple):
   """What the buyer sees before bidding on the current arrival.
 
@@ -435,8 +397,8 @@ def reset(key: jax.Array, params: EnvParams) -> tuple[Observation, EnvState]:
   state = EnvState(jnp.int32(0), arrivals, jnp.sum(arrivals.valid, dtype=jnp.int32),
                    identity_context(), jnp.zeros((slots,)),
                    jnp.full((slots,), jnp.inf), zero, zero, zero)
-  # Episode loops carry the state (see on_context_mesh).
-  state = on_context_mesh(state)
+  # Episode loops carry the state (see tree.on_context_mesh).
+  state = tree_lib.on_context_mesh(state)
   return _observe(state, params), state
 
 

@@ -145,7 +145,7 @@ def plan_grid(futures, context, params, config):
   # Exact ties (e.g. no competing bid between two candidates' bids) go to
   # the candidate closest to myopic bidding.
   closeness = jnp.where(means == best, -jnp.abs(thetas - 1.0), -jnp.inf)
-  return env_lib.lookup(thetas, jnp.argmax(closeness))
+  return tree.lookup(thetas, jnp.argmax(closeness))
 
 
 def plan_cem(key, futures, context, params, config):
@@ -157,7 +157,7 @@ def plan_cem(key, futures, context, params, config):
 
   def score(sequence):
     return jnp.mean(rollout_returns(futures, context,
-                                    env_lib.lookup(sequence, segment), params))
+                                    tree.lookup(sequence, segment), params))
 
   def iteration(carry, k):
     mean, std = carry
@@ -217,8 +217,8 @@ def run_mpc_from(state: env_lib.EnvState, obs: env_lib.Observation,
     b, _, state, _ = carry
     return (b < num_blocks) & (state.index < state.num_valid)
 
-  # The block counter is a scalar constant (see env_lib.on_context_mesh).
-  start = env_lib.on_context_mesh((jnp.int32(0), obs, state,
+  # The block counter is a scalar constant (see tree.on_context_mesh).
+  start = tree.on_context_mesh((jnp.int32(0), obs, state,
                                    jnp.zeros((num_blocks,))))
   _, _, state, thetas = jax.lax.while_loop(running, block, start)
   return MPCEpisode(state.utility, thetas)

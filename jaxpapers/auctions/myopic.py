@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import special
 
+from jaxpapers import tree
 from jaxpapers.auctions import environment as env_lib
 
 FIRST_PRICE_GRID = 256
@@ -96,8 +97,8 @@ def first_price_bid_fast(valuation: jax.Array, time: jax.Array,
                       0.0, _TABLE_SIZE - 1.0)
   lower = jnp.minimum(position.astype(jnp.int32), _TABLE_SIZE - 2)
   weight = position - lower.astype(jnp.float32)
-  bid = scale * ((1 - weight) * env_lib.lookup(x_star, lower)
-                 + weight * env_lib.lookup(x_star, lower + 1))
+  bid = scale * ((1 - weight) * tree.lookup(x_star, lower)
+                 + weight * tree.lookup(x_star, lower + 1))
   bid = jnp.clip(bid, params.reserve, valuation)
   return jnp.where(valuation >= params.reserve, bid, 0.0)
 

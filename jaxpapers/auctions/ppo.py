@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxpapers import models
+from jaxpapers import tree
 from jaxpapers.auctions import environment as env_lib
 from jaxpapers.auctions import myopic
 
@@ -258,8 +259,8 @@ def train(key: jax.Array, params: env_lib.EnvParams, config: PPOConfig
     return carry, jnp.mean(returns)
 
   # The optimiser's step count is a scalar constant (see
-  # env_lib.on_context_mesh).
+  # tree.on_context_mesh).
   (ppo_params, _), curve = jax.lax.scan(
-      iteration, env_lib.on_context_mesh((ppo_params, tx.init(ppo_params))),
+      iteration, tree.on_context_mesh((ppo_params, tx.init(ppo_params))),
       jax.random.split(train_key, config.num_iterations))
   return ppo_params, curve

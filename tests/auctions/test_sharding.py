@@ -192,14 +192,6 @@ def _ppo_train(key):
     return ppo.train(key, _PARAMS, _PPO)
 
 
-def _scan_from_a_constant(x_B):
-  """A vmapped scan whose carry starts as a scalar constant."""
-  def one(x):
-    start = env_lib.on_context_mesh(jnp.float32(0.0))
-    return jax.lax.scan(lambda c, _: (c + x, None), start, None, length=3)[0]
-  return jax.vmap(one)(x_B)
-
-
 _CONTEXT_INPUTS = (_SORTED_TIMES, _WON, _SORTED_TIMES + 0.5)
 
 CASES = {
@@ -212,11 +204,6 @@ CASES = {
     "+auctions.environment.win_context+auctions.environment.identity_context"
     "+auctions.environment.exposure+auctions.environment.kernel": (
         _contexts, _CONTEXT_INPUTS, (_GRID,) * 3),
-    "auctions.environment.lookup": (
-        env_lib.lookup, (_ORACLE_TABLE, _REMAINING, _COUNTS.astype(jnp.int32)),
-        (None, _GRID, _GRID)),
-    "auctions.environment.on_context_mesh": (
-        _scan_from_a_constant, (_BIDS[0],), (_DATA,)),
     "auctions.environment.sample_arrivals": (
         _arrivals, (_KEYS, jnp.linspace(0.0, 20.0, B)), (_DATA, _DATA)),
     "auctions.environment.resolve": (
@@ -285,8 +272,6 @@ NOT_SHARDED = {
 _FAST_CASES = {
     "auctions.environment.intensity+auctions.environment.competing_log_mean"
     "+auctions.environment.win_probability",
-    "auctions.environment.lookup",
-    "auctions.environment.on_context_mesh",
     "auctions.myopic.first_price_bid+auctions.myopic.first_price_bid_fast"
     "+auctions.myopic.myopic_bid",
     "auctions.myopic.myopic_valuation+auctions.myopic.fixed_shading",
