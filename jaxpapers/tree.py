@@ -329,6 +329,30 @@ def spec_axes(spec: Any) -> tuple[str, ...]:
   return tuple(names)
 
 
+def gather_mesh_axes(tree: Any, axes: Any) -> Any:
+  """``tree`` with every leaf's sharding along the mesh ``axes`` gathered.
+
+  Fully sharded data parallelism (FSDP) shards parameters along the batch's
+  own mesh axes and gathers them where they are used: on Explicit axes an
+  elementwise op or a contraction between an activation and a parameter
+  sharded along the same mesh axis has no consistent sharding. Sharding along
+  other axes (tensor parallelism) is kept. Leaves without Explicit axes, or
+  not sharded along ``axes``, are returned as they are.
+  """
+  axes = set(axes)
+
+  def gather(x):
+    spec = explicit_spec(x)
+    if spec is None or not axes & set(spec_axes(spec)):
+      return x
+    kept = [tuple(name for name in spec_axes(entry) if name not in axes)
+            for entry in spec]
+    return jax.sharding.reshard(
+        x, jax.P(*[entry if len(entry) > 1 else (entry[0] if entry else None)
+                   for entry in kept]))
+  return jax.tree.map(gather, tree)
+
+
 def contraction_spec(x: Any) -> jax.P | None:
   """``out_sharding`` for contracting ``x``'s last axis: its other axes keep their sharding.
 

@@ -87,6 +87,11 @@ CASES = {
         _dense_layers, (_f32(4, 8), _f32(8, 16), _f32(16, 8), _f32(8, 4)),
         (jax.P("data"), jax.P(None, "model"), jax.P("model"),
          jax.P(None, "data"))),
+    # FSDP: a weight sharded along the batch's own axis is gathered before the
+    # product with the batch; its other sharding ("model") stays.
+    "tree.gather_mesh_axes": (
+        lambda x, w: x @ tree_lib.gather_mesh_axes(w, ("data",)),
+        (_f32(4, 8), _f32(8, 8)), (jax.P("data"), jax.P("data", "model"))),
     "tree.vdot": (tree_lib.vdot, (_TREE, _TREE), (_SPECS, _SPECS)),
     ("tree.check_like+tree.check_real_floating+tree.leading_size"
      "+tree.shape_of"): (_checked_scale, (_TREE,), (_SPECS,)),

@@ -71,3 +71,19 @@ def test_spec_axes_names_every_mesh_axis_of_a_spec():
       "data", "x", "y")
   assert tree_lib.spec_axes("model") == ("model",)
   assert tree_lib.spec_axes(None) == ()
+
+
+def test_gather_mesh_axes_drops_only_the_named_axes(contract_mesh):
+  x = jnp.ones((8, 8))
+  assert tree_lib.gather_mesh_axes(x, ("data",)) is x  # no mesh
+  spec_after = lambda spec: jax.typeof(tree_lib.gather_mesh_axes(
+      jax.device_put(x, spec), ("data",))).sharding.spec
+  with jax.set_mesh(contract_mesh("Explicit")):
+    assert spec_after(jax.P("data", "model")) == jax.P(None, "model")
+    assert spec_after(jax.P(("data", "model"), None)) == jax.P("model", None)
+    assert spec_after(jax.P(None, "model")) == jax.P(None, "model")
+    kept = jax.device_put(x, jax.P("model"))
+    assert tree_lib.gather_mesh_axes(kept, ("data",)) is kept
+  with jax.set_mesh(contract_mesh("Auto")):
+    auto = jax.device_put(x, jax.P("data"))
+    assert tree_lib.gather_mesh_axes(auto, ("data",)) is auto

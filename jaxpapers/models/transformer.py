@@ -161,6 +161,11 @@ class Block(nnx.Module):
 class Transformer(nnx.Module):
   """Decoder-only LM: ``model(tokens_BxL, segment_ids_BxL=None) -> (logits_BxLxV, aux)``.
 
+  Under Explicit mesh axes the batch may be sharded (data parallelism), the
+  projections' widths too (tensor parallelism: the FFN width, the q/k/v
+  columns), and every parameter along the batch's own axes (FSDP, see
+  :func:`gather_fsdp_params`), alone or together.
+
   Args:
     config: sizes.
     rngs: ``nnx.Rngs`` for parameter initialisation.
@@ -203,17 +208,48 @@ class Transformer(nnx.Module):
     # sharded width, keep the tokens' sharding on Explicit mesh axes.
     spec = tree.explicit_spec(tokens_BxL)
     rows = None if spec is None else jax.P(*spec, None)
-    x_BxLxD = (self.embed(tokens_BxL, out_sharding=rows)
-               + self.pos_embed[...][None, :length])
+    batch_axes = () if spec is None else tree.spec_axes(spec)
+    embed = gather_fsdp_params(self.embed, batch_axes)
+    pos_embed_LxD = tree.gather_mesh_axes(self.pos_embed[...], batch_axes)
+    x_BxLxD = (embed(tokens_BxL, out_sharding=rows)
+               + pos_embed_LxD[None, :length])
     mask = attention_mask(segment_ids_BxL, length)
     aux_total: dict[str, jax.Array] = {}
     for block in self.blocks:
+      block = gather_fsdp_params(block, batch_axes)
       x_BxLxD, aux = block(x_BxLxD, mask, segment_ids_BxL)
       for key, value in aux.items():
         aux_total[key] = aux_total.get(key, 0.0) + value
-    logits_BxLxV = self.embed.attend(self.final_norm(x_BxLxD),
-                                     out_sharding=rows)
+    final_norm = gather_fsdp_params(self.final_norm, batch_axes)
+    logits_BxLxV = embed.attend(final_norm(x_BxLxD), out_sharding=rows)
     return logits_BxLxV, aux_total
+
+
+def gather_fsdp_params(module: nnx.Module,
+                       batch_axes: tuple[str, ...]) -> nnx.Module:
+  """``module`` with its parameters sharded along ``batch_axes`` gathered: FSDP.
+
+  Fully sharded data parallelism shards the parameters along the batch's own
+  mesh axes; on Explicit axes each block's parameters are gathered where the
+  block runs (:func:`jaxpapers.tree.gather_mesh_axes`), and their gradients
+  come back sharded like them. Other axes (tensor parallelism) stay. The
+  copy holds new ``nnx.Param`` variables and ``module``'s own other variables
+  (an RNG stream drawn in the forward pass advances in ``module``); with no
+  batch axes, or no parameter sharded along them, ``module`` itself is
+  returned.
+
+  :class:`Transformer` calls it on its embedding, each block and the final
+  norm, with the mesh axes of the tokens' sharding; a model of one's own
+  calls it the same way, ``gather_fsdp_params(block, ("data",))(x)``.
+  """
+  if not batch_axes:
+    return module
+  graphdef, params, others = nnx.split(module, nnx.Param, ...)
+  gathered_params = tree.gather_mesh_axes(params, batch_axes)
+  if all(a is b for a, b in zip(jax.tree.leaves(params),
+                                 jax.tree.leaves(gathered_params))):
+    return module
+  return nnx.merge(graphdef, gathered_params, others)
 
 
 def check_token_ids(ids: jax.Array, vocab_size: int, name: str) -> None:

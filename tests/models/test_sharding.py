@@ -47,6 +47,42 @@ def _lm_loss(model, tokens, segments):
           models.next_token_loss(logits, tokens[:, 1:], mask))
 
 
+def _fsdp_spec(path, leaf, tensor_parallel):
+  """FSDP: a parameter's largest even axis over "data", the batch's own axis.
+
+  ``tensor_parallel`` maps a layer name to its leaves' specs instead (2-D
+  layouts that shard along "data" and "model" at once).
+  """
+  names = [str(getattr(p, "key", p)) for p in path]
+  for name, specs in tensor_parallel.items():
+    if name in names:
+      return specs[names[names.index(name) + 1]]
+  shape = jnp.shape(leaf)
+  if not shape or max(shape) % 2:
+    return None
+  entries = [None] * len(shape)
+  entries[int(np.argmax(shape))] = "data"
+  return jax.P(*entries)
+
+
+def _fsdp_case(module, tensor_parallel):
+  """The LM loss and its gradients with every parameter FSDP-sharded."""
+  graphdef, state = nnx.split(module)
+  specs = jax.tree_util.tree_map_with_path(
+      lambda path, leaf: _fsdp_spec(path, leaf, tensor_parallel), state)
+  def loss_and_grads(state, tokens, segments):
+    loss = lambda state: _lm_loss(nnx.merge(graphdef, state), tokens,
+                                  segments)[0]
+    return jax.value_and_grad(loss)(state)
+  return (loss_and_grads, (state, _TOKENS, _SEGMENTS),
+          (specs, jax.P("data"), jax.P("data")))
+
+
+_ROWS_DATA_COLUMNS_MODEL = {"kernel": jax.P("data", "model"),
+                            "bias": jax.P("model")}
+_ROWS_MODEL_COLUMNS_DATA = {"kernel": jax.P("model", "data"),
+                            "bias": jax.P("data")}
+
 _MLP_PARAMS = models.init_mlp(jax.random.key(0), (8, 16, 4))
 
 CASES = {
@@ -64,6 +100,15 @@ CASES = {
         # 4 heads divide over the 4 "model" devices.
         {"up": _ROWS, "down": _COLUMNS, "qkv": _ROWS, "out": _COLUMNS},
         _lm_loss, (_TOKENS, _SEGMENTS), (jax.P("data"), jax.P("data"))),
+    # FSDP: every parameter sharded along the batch's own axis, gathered
+    # block by block (before, the first bias add or slice raised).
+    "models.Transformer+models.gather_fsdp_params": _fsdp_case(
+        models.Transformer(_LM, rngs=nnx.Rngs(0)), {}),
+    # FSDP and tensor parallelism together: kernels sharded along both axes.
+    "models.Transformer+models.gather_fsdp_params+models.MLP": _fsdp_case(
+        models.Transformer(_LM_4_HEADS, rngs=nnx.Rngs(0)),
+        {"up": _ROWS_DATA_COLUMNS_MODEL, "qkv": _ROWS_DATA_COLUMNS_MODEL,
+         "down": _ROWS_MODEL_COLUMNS_DATA, "out": _ROWS_MODEL_COLUMNS_DATA}),
     "models.DLinear+models.moving_average": _module_case(
         models.DLinear(8, 4, 2, moving_average=3, rngs=nnx.Rngs(0)),
         {"trend": _COLUMNS, "remainder": _COLUMNS}, lambda model, w: jax.vmap(model)(w), (_WINDOWS,),
@@ -104,6 +149,8 @@ NOT_SHARDED = {
 SLOW_CASES = {
     "models.Transformer+models.dense_ffn+models.MLP+models.next_token_loss+models.attention_mask",
     "models.Transformer+models.next_token_loss",
+    "models.Transformer+models.gather_fsdp_params",
+    "models.Transformer+models.gather_fsdp_params+models.MLP",
     "models.init_mlp+models.apply_mlp",
 }
 
@@ -113,3 +160,72 @@ SLOW_CASES = {
 def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
                                                    check_sharded_call):
   check_sharded_call(CASES[name], mode)
+
+
+def test_fsdp_gradients_come_back_sharded_like_the_parameters(contract_mesh):
+  loss_and_grads, inputs, specs = _fsdp_case(
+      models.Transformer(_LM, rngs=nnx.Rngs(0)), {})
+  with jax.set_mesh(contract_mesh("Explicit")):
+    placed = [jax.tree.map(jax.device_put, x, spec) if spec is not None
+              else x for x, spec in zip(inputs, specs)]
+    _, grads = jax.jit(loss_and_grads)(*placed)
+  param_specs = jax.tree.leaves(specs[0], is_leaf=lambda x: x is None
+                                or isinstance(x, jax.P))
+  for grad, spec in zip(jax.tree.leaves(grads), param_specs, strict=True):
+    want = jax.P() if spec is None else spec
+    assert jax.typeof(grad).sharding.spec == want
+
+
+class _DrawsInTheForwardPass(nnx.Module):
+  def __init__(self):
+    self.linear = nnx.Linear(4, 4, rngs=nnx.Rngs(0))
+    self.noise = nnx.Rngs(1)
+
+  def __call__(self, x):
+    return self.linear(x) + jax.random.normal(self.noise(), x.shape)
+
+
+def test_gather_fsdp_params_advances_the_modules_own_rng_stream(contract_mesh):
+  module = _DrawsInTheForwardPass()
+  call = nnx.jit(lambda m, x: models.gather_fsdp_params(m, ("data",))(x))
+  with jax.set_mesh(contract_mesh("Explicit")):
+    module.linear.kernel = nnx.Param(
+        jax.device_put(module.linear.kernel[...], jax.P("data")))
+    x = jax.device_put(jnp.ones((4, 4)), jax.P("data"))
+    first, second = call(module, x), call(module, x)
+  assert module.noise.default.count[...] == 2
+  assert not np.allclose(first, second)  # a fresh draw each call
+  assert models.gather_fsdp_params(module, ()) is module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dispatch", ["dropless", "capacity"])
+def test_fsdp_moe_transformer_gives_the_unsharded_numbers(dispatch,
+                                                          contract_mesh):
+  from jaxpapers import moe  # pylint: disable=g-import-not-at-top
+
+  def lm(data_axis):
+    return models.Transformer(
+        _LM, rngs=nnx.Rngs(0), ffn_factory=moe.moe_ffn_factory(moe.MoEConfig(
+            num_experts=4, k=2, d_hidden=8, routing="emo", dispatch=dispatch,
+            data_axis=data_axis)))
+
+  @nnx.jit
+  def loss_and_grads(model, tokens, segments):
+    def loss(model):
+      logits, aux = model(tokens[:, :-1], segments[:, :-1])
+      return models.next_token_loss(logits, tokens[:, 1:]) + sum(aux.values())
+    return nnx.value_and_grad(loss)(model)
+
+  want = loss_and_grads(lm(None), _TOKENS, _SEGMENTS)
+  with jax.set_mesh(contract_mesh("Explicit")):
+    model = lm("data")
+    params = nnx.state(model, nnx.Param)
+    nnx.update(model, jax.tree_util.tree_map_with_path(
+        lambda path, x: jax.device_put(x, _fsdp_spec(path, x, {})), params))
+    got = loss_and_grads(model, jax.device_put(_TOKENS, jax.P("data")),
+                         jax.device_put(_SEGMENTS, jax.P("data")))
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+  for g, w in zip(jax.tree.leaves(got[1]), jax.tree.leaves(want[1]),
+                  strict=True):
+    np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
