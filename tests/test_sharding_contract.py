@@ -61,6 +61,12 @@ def _quadtree_tokens_per_shard(fields_BxHxW):
 CASES = {
     "moe.topk_route": (
         lambda x: moe.topk_route(x, k=2), (_LOGITS,), (jax.P("data"),)),
+    # Experts sharded along the model axis, segment ids along the tokens.
+    "moe.topk_route+moe.emo_route": (
+        lambda x, s: (moe.topk_route(x, k=2),
+                      moe.emo_route(x, s, pool_size=4, k=2)),
+        (_LOGITS, _SEGMENTS), (jax.P("data", None, "model"),
+                               jax.P("data", "model"))),
     "moe.emo_route": (
         lambda x, s: moe.emo_route(x, s, pool_size=4, k=2),
         (_LOGITS, _SEGMENTS), (jax.P("data"), jax.P("data"))),
@@ -88,13 +94,33 @@ CASES = {
          jnp.asarray(_rng.random((8, 8)) < 0.5, jnp.float32)),
         (jax.P("data", "model"), jax.P("data", "model"), jax.P("data"),
          jax.P("data", "model"))),
+    # Tours sharded along their cities, coordinates along the batch.
+    "routing.tour_length+rl.ppo_clip_loss": (
+        lambda coords, tours, lp, old, adv: (
+            routing.tour_length(coords, tours),
+            rl.ppo_clip_loss(lp, old, adv, jnp.ones_like(lp))[0]),
+        (jnp.abs(_f32(8, 10, 2)), _TOURS, -jnp.abs(_f32(8, 8)),
+         -jnp.abs(_f32(8, 8)), _f32(8)),
+        (jax.P("model", "data"), jax.P("model", "data"),
+         jax.P("data", "model"), jax.P("data", "model"), jax.P("model"))),
     "routing.tour_length": (
         routing.tour_length, (jnp.abs(_f32(8, 10, 2)), _TOURS),
         (jax.P("data"), jax.P("data"))),
+    # Head width sharded along the model axis.
+    "amr.rope_3d+amr.build_quadtree": (
+        lambda x, c: amr.rope_3d(x, c, dims=(2, 2, 2), scales=(8.0, 8.0, 1.0)),
+        (_f32(4, 16, 2, 8), jnp.abs(_f32(4, 16, 3))),
+        (jax.P("data", None, None, "model"), jax.P("data", "model"))),
     "amr.rope_3d": (
         lambda x, c: amr.rope_3d(x, c, dims=(2, 2, 2), scales=(8.0, 8.0, 1.0)),
         (_f32(4, 16, 2, 8), jnp.abs(_f32(4, 16, 3))),
         (jax.P("data", "model"), jax.P("data", "model"))),
+}
+
+# The cases that took 2.5 s or more for both modes on 2 busy cores (nearly all
+# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
+SLOW_CASES = {
+    "moe.topk_route+moe.emo_route",
 }
 
 

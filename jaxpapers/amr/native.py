@@ -46,6 +46,7 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import models
 from jaxpapers import tree as tree_lib
 from jaxpapers.amr.quadtree import leaf_coordinates
 from jaxpapers.amr.quadtree import Quadtree
@@ -127,6 +128,9 @@ class ShrinkBlock(nnx.Module):
     self.bias = nnx.Param(jnp.zeros((out,)))
 
   def __call__(self, x_NxHxWxC: jax.Array) -> jax.Array:
+    gathered = models.gather_fsdp_params_like(self, x_NxHxWxC)
+    if gathered is not self:
+      return gathered(x_NxHxWxC)
     channels = self.kernel.shape[2]
     if x_NxHxWxC.ndim != 4 or x_NxHxWxC.shape[3] != channels or (
         x_NxHxWxC.shape[1] % 2 or x_NxHxWxC.shape[2] % 2):
@@ -156,7 +160,13 @@ class ExpandBlock(nnx.Module):
                          padding="SAME", kernel_init=kernel_init, rngs=rngs)
 
   def __call__(self, x_NxHxWxC: jax.Array) -> jax.Array:
-    out = pixel_shuffle(self.conv(x_NxHxWxC))
+    gathered = models.gather_fsdp_params_like(self, x_NxHxWxC)
+    if gathered is not self:
+      return gathered(x_NxHxWxC)
+    # Channels sharded along a mesh axis are summed over: the output keeps
+    # the sharding of x's other axes.
+    out = pixel_shuffle(self.conv(
+        x_NxHxWxC, out_sharding=tree_lib.contraction_spec(x_NxHxWxC)))
     return swiglu(out) if self.gated else out
 
 
@@ -265,6 +275,9 @@ class NativeWAMRViT(nnx.Module):
   def leaf_outputs(self, tokens: Sequence[jax.Array], trees: Quadtree
                    ) -> tuple[jax.Array, ...]:
     """Per-leaf predictions in the native layout of ``tokens`` (zero elsewhere)."""
+    gathered = models.gather_fsdp_params_like(self, tokens[0])
+    if gathered is not self:
+      return gathered.leaf_outputs(tokens, trees)
     b, t = self._check(tokens, trees)
     here_per_level = [trees.mask & (trees.level == level)
                       for level in range(self.max_level + 1)]
@@ -300,4 +313,6 @@ class NativeWAMRViT(nnx.Module):
     return tuple(outputs)
 
   def __call__(self, tokens: Sequence[jax.Array], trees: Quadtree) -> jax.Array:
-    return jax.vmap(detokenize)(self.leaf_outputs(tokens, trees), trees)
+    # Trees sharded unlike the outputs are mapped alike (tree.vmap_sharded).
+    return tree_lib.vmap_sharded(detokenize)(self.leaf_outputs(tokens, trees),
+                                             trees)

@@ -25,6 +25,8 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
+
 
 def rope_angles(coords_Nxa: jax.Array, dims: Sequence[int],
                 scales: Sequence[float], base: float = 10000.0) -> jax.Array:
@@ -89,6 +91,13 @@ def rope_3d(x_NxHxK: jax.Array, coords_Nx3: jax.Array, *,
   rotated = sum(dims)
   if rotated == 0:
     return x_NxHxK
+  spec = tree.explicit_spec(x_NxHxK)
+  if spec is not None:
+    # Explicit axes slice only an unsharded head width, and broadcast the
+    # angles only over tokens sharded alike: the width is gathered, and the
+    # coordinates take x's token sharding.
+    x_NxHxK = jax.sharding.reshard(x_NxHxK, jax.P(*spec[:-1], None))
+    coords_Nx3 = jax.sharding.reshard(coords_Nx3, jax.P(*spec[:-2], None))
   angles = rope_angles(coords_Nx3, dims, scales, base)[..., None, :]
   x = x_NxHxK[..., :rotated].astype(jnp.float32)
   pairs = x.reshape(*x.shape[:-1], rotated // 2, 2)

@@ -31,6 +31,8 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import models
+from jaxpapers import tree
 from jaxpapers.amr.quadtree import leaf_coordinates
 from jaxpapers.amr.quadtree import Quadtree
 from jaxpapers.amr.rope import rope_3d
@@ -106,6 +108,9 @@ class ParallelBlock(nnx.Module):
     self.w_out = nnx.Linear(d + hidden, d, use_bias=False, rngs=rngs)
 
   def __call__(self, x_BxNxD, coords_BxNx3, mask_BxN):
+    gathered = models.gather_fsdp_params_like(self, x_BxNxD)
+    if gathered is not self:
+      return gathered(x_BxNxD, coords_BxNx3, mask_BxN)
     config = self.config
     _check_tokens(x_BxNxD, coords_BxNx3, mask_BxN, config.d_model, "x_BxNxD")
     b, n, d = x_BxNxD.shape
@@ -118,12 +123,26 @@ class ParallelBlock(nnx.Module):
     q_BxNxHxK = rope_3d(self.q_norm(qkv[:, :, 0]), coords_BxNx3, **rope)
     k_BxNxHxK = rope_3d(self.k_norm(qkv[:, :, 1]), coords_BxNx3, **rope)
     v_BxNxHxK = qkv[:, :, 2]
+    key_spec = tree.explicit_spec(k_BxNxHxK)
+    if key_spec is not None and key_spec[1] is not None:
+      # Tokens sharded along a mesh axis (sequence parallelism) cannot shard
+      # both token axes of the logits: the keys' token axis, and the key
+      # mask's, are gathered.
+      k_BxNxHxK = jax.sharding.reshard(
+          k_BxNxHxK, jax.P(key_spec[0], None, *key_spec[2:]))
+      mask_spec = tree.explicit_spec(mask_BxN)
+      if mask_spec is not None:
+        mask_BxN = jax.sharding.reshard(mask_BxN, jax.P(mask_spec[0], None))
     scale = jnp.asarray(self.head_dim ** -0.5, x_BxNxD.dtype)
     logits = jnp.einsum("bqhk,bshk->bhqs", q_BxNxHxK, k_BxNxHxK) * scale
     logits = jnp.where(mask_BxN[:, None, None, :], logits,
                        jnp.finfo(logits.dtype).min)
     weights = jax.nn.softmax(logits, axis=-1)
-    attn_BxNxD = jnp.einsum("bhqs,bshk->bqhk", weights, v_BxNxHxK).reshape(b, n, d)
+    # The output is laid out as the queries are: the values' own sharding
+    # (a tensor-parallel head width) may clash with the queries' tokens.
+    attn_BxNxD = jnp.einsum(
+        "bhqs,bshk->bqhk", weights, v_BxNxHxK,
+        out_sharding=tree.explicit_spec(q_BxNxHxK)).reshape(b, n, d)
     mlp_BxNxF = gate_a * jax.nn.silu(gate_b)
     return x_BxNxD + self.w_out(jnp.concatenate([attn_BxNxD, mlp_BxNxF], -1))
 
@@ -148,6 +167,9 @@ class TokenBackbone(nnx.Module):
     return self.final_norm(x_BxNxD)
 
   def __call__(self, tokens_BxNxF, coords_BxNx3, mask_BxN):
+    gathered = models.gather_fsdp_params_like(self, tokens_BxNxF)
+    if gathered is not self:
+      return gathered(tokens_BxNxF, coords_BxNx3, mask_BxN)
     _check_tokens(tokens_BxNxF, coords_BxNx3, mask_BxN, self.config.token_size,
                   "tokens_BxNxF")
     out = self.decode(self.mix(self.embed(tokens_BxNxF), coords_BxNx3,

@@ -94,13 +94,19 @@ def features(obs: env_lib.Observation, params: env_lib.EnvParams) -> jax.Array:
   """The policy's inputs, ``[..., NUM_FEATURES]``, each of order one."""
   nu = myopic.myopic_valuation(obs, params)
   since = obs.time - obs.context.last_win
-  return jnp.stack([
+  columns = [
       obs.time / params.horizon, nu, obs.kernel,
       jnp.log1p(env_lib.exposure(obs.context, obs.time, params)),
       obs.context.count / 100.0,
       jnp.minimum(since, 5.0) / 5.0,  # +inf before the first win: 1
       obs.valid.astype(jnp.float32),
-  ], -1)
+  ]
+  # Not jnp.stack: vmapped over a batch sharded along an Explicit axis
+  # (seeds), an episode loop first traces its body with the carries that
+  # start as constants (the win count) unbatched; stack's batching rule
+  # broadcasts such a column replicated and then refuses the mixed
+  # shardings, while concatenate's gives it the batch's sharding.
+  return jnp.concatenate([column[..., None] for column in columns], -1)
 
 
 def init(key: jax.Array, config: PPOConfig) -> PPOParams:

@@ -94,7 +94,10 @@ class CosineClassifier(nnx.Module):
 
   def __call__(self, x_BxD: jax.Array) -> jax.Array:
     check_features(x_BxD, self.prototypes_CxD.shape[1])
-    w_CxD = self.prototypes_CxD[...]
+    # Prototypes sharded along an Explicit axis are gathered (FSDP-style): a
+    # class axis sharded like the batch, or a feature axis sharded unlike
+    # x's, has no output sharding there.
+    w_CxD = tree.gather_explicit(self.prototypes_CxD[...])[0]
     x_unit = x_BxD / (jnp.linalg.norm(x_BxD, axis=-1, keepdims=True) + EPS)
     w_unit = w_CxD / (jnp.linalg.norm(w_CxD, axis=-1, keepdims=True) + EPS)
     return self.scale * x_unit @ w_unit.T

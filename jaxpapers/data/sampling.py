@@ -50,11 +50,16 @@ def take(data: Any, indices: jax.Array) -> Any:
   if not jnp.issubdtype(dtype, jnp.integer):
     raise TypeError(f"indices must be integers, got dtype {dtype}.")
   index_spec = tree_lib.explicit_spec(indices)
+  index_axes = set(tree_lib.spec_axes(index_spec))
 
   def take_leaf(x):
     spec = tree_lib.explicit_spec(x)
+    # A leaf axis sharded along a mesh axis of the indices is gathered: one
+    # mesh axis shards at most one axis of the result.
     out = (None if spec is None or index_spec is None
-           else jax.P(*index_spec, *spec[1:]))
+           else jax.P(*index_spec, *[
+               None if index_axes & set(tree_lib.spec_axes(entry)) else entry
+               for entry in spec[1:]]))
     return jnp.asarray(x).at[indices].get(mode="fill", out_sharding=out)
 
   return jax.tree.map(take_leaf, data)

@@ -223,7 +223,8 @@ def proposal_labels(proposals: Proposals, data: BlobImages,
     return boxes_lib.covered_ground_truth(
         boxes_Nx4, truth_Gx4, proposals_valid_P=valid_G,
         iou_threshold=iou_threshold)
-  return jax.vmap(one)(proposals.boxes, data.boxes, data.valid)
+  # Proposals and truth sharded unlike each other are mapped alike.
+  return tree.vmap_sharded(one)(proposals.boxes, data.boxes, data.valid)
 
 
 def fit_calibration(response_M: jax.Array, labels_M: jax.Array, *,

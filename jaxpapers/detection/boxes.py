@@ -69,6 +69,14 @@ def box_iou(boxes_a_Nx4: jax.Array, boxes_b_Mx4: jax.Array) -> jax.Array:
                     f" got {boxes_a_Nx4.dtype} and {boxes_b_Mx4.dtype}.")
   spec_a = tree.explicit_spec(boxes_a_Nx4)
   spec_b = tree.explicit_spec(boxes_b_Mx4)
+  # Each coordinate is sliced out of its box: Explicit axes slice only a
+  # coordinate axis that is not sharded, so it is gathered.
+  if spec_a is not None and spec_a[1] is not None:
+    spec_a = jax.P(spec_a[0], None)
+    boxes_a_Nx4 = jax.sharding.reshard(boxes_a_Nx4, spec_a)
+  if spec_b is not None and spec_b[1] is not None:
+    spec_b = jax.P(spec_b[0], None)
+    boxes_b_Mx4 = jax.sharding.reshard(boxes_b_Mx4, spec_b)
   if (spec_a is not None and spec_b is not None
       and _mesh_axes(spec_a[0]) & _mesh_axes(spec_b[0])):
     # Explicit axes cannot shard both axes of the (N, M) matrix along one

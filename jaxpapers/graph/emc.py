@@ -396,8 +396,10 @@ def prototype_scores(h_NxD: jax.Array, memory_MxD: jax.Array,
   m = memory_MxD * jax.lax.rsqrt(
       jnp.sum(memory_MxD**2, -1, keepdims=True) + 1e-12)
   cosine_MxN = jnp.matmul(m, h.T, out_sharding=_pairwise_spec(m, h))
-  # segment_max cannot scatter columns sharded along an Explicit axis.
-  cosine_MxN, _ = tree.gather_explicit(cosine_MxN)
+  # segment_max cannot scatter columns, or at slots, sharded along an
+  # Explicit axis.
+  (cosine_MxN, slot_classes_M), _ = tree.gather_explicit(
+      (cosine_MxN, slot_classes_M))
   best_CxN = jax.ops.segment_max(cosine_MxN, slot_classes_M, num_classes,
                                  indices_are_sorted=True)
   return best_CxN.T / tau
@@ -499,7 +501,10 @@ def update(state: EMCState, graph: GraphsTuple) -> EMCState:
   h = jax.lax.stop_gradient(_embed(state, graph))
   prior = evolve_prior(state)
   num_classes = state.model.num_classes
-  slots_per_class = jnp.bincount(state.slot_classes, length=num_classes)
+  # A count (a scatter) over sharded slots has no output sharding on Explicit
+  # axes: the few slot classes are gathered.
+  slots_per_class = jnp.bincount(tree.gather_explicit(state.slot_classes)[0],
+                                 length=num_classes)
   pseudo, selected = confident_nodes(_log_probs(state, h, mask), mask,
                                      slots_per_class, opts.confidence,
                                      opts.fallback_fraction)

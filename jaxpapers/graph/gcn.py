@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxpapers import tree
 from jaxpapers.graph.graphs import check_graph
 from jaxpapers.graph.graphs import gcn_propagate
 from jaxpapers.graph.graphs import GraphsTuple
@@ -109,6 +110,9 @@ def _encode(params: GCNParams, graph: GraphsTuple, stats: BatchStats | None,
       keep = jax.random.bernoulli(jax.random.fold_in(dropout_key, layer),
                                   1.0 - dropout_rate, x.shape)
       x = jnp.where(keep, x / (1.0 - dropout_rate), 0.0)
+    # Parameters sharded along Explicit axes are gathered where used (FSDP):
+    # those axes contract and broadcast only alike-sharded axes.
+    conv, norm = tree.gather_explicit((conv, norm))[0]
     # Â (X W) = (Â X) W: propagate the narrower side, since the messages
     # (one row per edge) dominate the memory of a layer.
     if conv["w"].shape[0] < conv["w"].shape[1]:
@@ -140,6 +144,7 @@ def embed_with_graph_stats(params: GCNParams, graph: GraphsTuple
 
 def classify(head: dict[str, jax.Array], h_NxD: jax.Array) -> jax.Array:
   """Linear classifier g: logits ``(N, C)``."""
+  head = tree.gather_explicit(head)[0]  # see _encode
   return h_NxD @ head["w"] + head["b"][None, :]
 
 

@@ -163,6 +163,9 @@ def encode(generator: GeneratorParams, graph: GraphsTuple, memory_size: int
 def edge_probabilities(generator: GeneratorParams, x_MxF: jax.Array) -> jax.Array:
   """Symmetric ``sigmoid`` edge probabilities of all node pairs: ``(m, m)``."""
   m = x_MxF.shape[0]
+  # The m^2 pairs mix every row with every other: on Explicit axes they are
+  # built from gathered nodes and parameters (a memory graph is small).
+  generator, x_MxF = tree.gather_explicit((generator, x_MxF))[0]
   pairs = jnp.concatenate([jnp.repeat(x_MxF, m, axis=0), jnp.tile(x_MxF, (m, 1))],
                           axis=1)
   z = pairs

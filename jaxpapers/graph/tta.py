@@ -24,6 +24,7 @@ import numpy as np
 import optax
 
 from jaxpapers import profiling
+from jaxpapers import tree
 from jaxpapers.graph.graphs import GraphsTuple
 from jaxpapers.graph.graphs import masked_mean
 
@@ -161,6 +162,10 @@ def information_maximization(logits_NxC: jax.Array, mask_N: jax.Array,
   Over the real nodes only. Minimising it makes predictions confident
   (first term) while keeping classes balanced (second term).
   """
+  spec = tree.explicit_spec(logits_NxC)
+  if spec is not None:
+    # Explicit axes weight the nodes only with a mask sharded like them.
+    mask_N = jax.sharding.reshard(mask_N, jax.P(spec[0]))
   weights = mask_N.astype(jnp.float32)
   total = jnp.maximum(jnp.sum(weights), 1.0)
   logp = jax.nn.log_softmax(logits_NxC)

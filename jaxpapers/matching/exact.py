@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
+from jaxpapers import tree
 from jaxpapers.matching import quadtree
 
 
@@ -44,6 +45,10 @@ def cost_matrix(points_a: jax.Array, points_b: jax.Array, p: float
                      f" got {points_a.shape[1]} and {points_b.shape[1]}.")
   if not p > 0:
     raise ValueError(f"p must be > 0; got {p!r}.")
+  # Explicit axes cannot shard both axes of the (N, M) matrix along one mesh
+  # axis: b's points are gathered along a's mesh axes.
+  points_b = tree.gather_mesh_axes(
+      points_b, tree.spec_axes(tree.explicit_spec(points_a)))
   diff = points_a[:, None, :] - points_b[None, :, :]
   return jnp.sum(jnp.abs(diff) ** p, axis=-1)
 

@@ -6,6 +6,7 @@ from jaxpapers.models.mlp import MLPParams
 from jaxpapers.models.transformer import attention_mask
 from jaxpapers.models.transformer import dense_ffn
 from jaxpapers.models.transformer import gather_fsdp_params
+from jaxpapers.models.transformer import gather_fsdp_params_like
 from jaxpapers.models.transformer import MLP
 from jaxpapers.models.transformer import next_token_loss
 from jaxpapers.models.transformer import Transformer

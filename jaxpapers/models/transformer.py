@@ -301,3 +301,18 @@ def next_token_loss(logits_BxLxV: jax.Array, targets_BxL: jax.Array,
     return jnp.mean(nll_BxL)
   weights = mask_BxL.astype(nll_BxL.dtype)
   return jnp.sum(nll_BxL * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+
+
+def gather_fsdp_params_like(module: nnx.Module, x: jax.Array) -> nnx.Module:
+  """:func:`gather_fsdp_params` along every mesh axis that shards ``x``.
+
+  For a module whose inputs are its batch (a block, a decoder layer): an
+  activation and a parameter sharded along one Explicit mesh axis neither
+  broadcast nor contract, so the call runs on the gathered copy. Without
+  Explicit axes on ``x``, or no parameter sharded along them, ``module``
+  itself.
+  """
+  spec = tree.explicit_spec(x)
+  if spec is None:
+    return module
+  return gather_fsdp_params(module, tree.spec_axes(spec))

@@ -218,6 +218,14 @@ def capacity_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
   num_local = weights.gate.shape[0]
   if isinstance(expert_offset, int) and expert_offset == 0:
     check_expert_ids(experts_BxLxK, num_local, "experts_BxLxK")
+  routing_spec = tree.explicit_spec(experts_BxLxK)
+  if routing_spec is not None:
+    # Each row ranks all its (token, slot) pairs in one flat priority order,
+    # which Explicit axes reshape only with the row's own axes gathered; the
+    # gates follow their pairs.
+    rows = jax.P(routing_spec[0], None, None)
+    experts_BxLxK = jax.sharding.reshard(experts_BxLxK, rows)
+    gates_BxLxK = jax.sharding.reshard(gates_BxLxK, rows)
   local_BxLxK = experts_BxLxK - expert_offset
   # Indices outside 0..E_local-1 (other shards' experts) give all-zero rows.
   chosen_BxLxKxE = jax.nn.one_hot(local_BxLxK, num_local, dtype=jnp.int32)
@@ -236,8 +244,11 @@ def capacity_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
       "blke,blkc->blec", expert_BxLxKxE * gates_BxLxK[..., None].astype(
           x_BxLxD.dtype), slot_BxLxKxC)
   x_BxExCxD = jnp.einsum("blec,bld->becd", dispatch_BxLxExC, x_BxLxD)
-  gate_spec = tree.explicit_spec(weights.gate)
   x_spec = tree.explicit_spec(x_BxExCxD)
+  if x_spec is not None:
+    # Experts sharded along the batch's mesh axes (FSDP) are gathered.
+    weights = tree.gather_mesh_axes(weights, tree.spec_axes(x_spec[0]))
+  gate_spec = tree.explicit_spec(weights.gate)
   if gate_spec is not None and x_spec is not None and x_spec[1] != gate_spec[0]:
     # The expert axis is a batch axis of the products below, which Explicit
     # axes need sharded alike on both sides.

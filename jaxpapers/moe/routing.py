@@ -91,7 +91,7 @@ def topk_route(logits_BxLxE: jax.Array, *, k: int) -> Routing:
   _check_logits(logits_BxLxE)
   num_experts = logits_BxLxE.shape[-1]
   _check_k(k, num_experts, "the number of routed experts")
-  logits = logits_BxLxE.astype(jnp.float32)
+  logits = _gather_experts(logits_BxLxE.astype(jnp.float32))
   return _topk_of_masked(logits, k, jnp.ones(logits.shape, jnp.bool_))
 
 
@@ -144,7 +144,7 @@ def emo_route(logits_BxLxE: jax.Array, segment_ids_BxL: jax.Array, *,
   pool_BxL, pool_valid_B = _pool_sizes(pool_size, k, num_experts,
                                        (batch, length), rng)
   valid_B = valid_B & pool_valid_B
-  logits = logits_BxLxE.astype(jnp.float32)
+  logits = _gather_experts(logits_BxLxE.astype(jnp.float32))
   logits = jnp.where(valid_B[:, None, None], logits, jnp.nan)
   document_BxL = document_index(segment_ids_BxL)
   probs = jax.nn.softmax(jax.lax.stop_gradient(logits), axis=-1)
@@ -276,6 +276,10 @@ def _pool_sizes(pool_size, k, num_experts, shape, rng):
 def _pool_mask(probs_BxLxE, document_BxL, pool_BxD):
   """Experts in the pool of each token's document: ``(B, L, E)`` bool."""
   _, length, num_experts = probs_BxLxE.shape
+  spec = tree.explicit_spec(probs_BxLxE)
+  if spec is not None:
+    # Explicit axes scatter the probs only at ids sharded like their tokens.
+    document_BxL = jax.sharding.reshard(document_BxL, jax.P(*spec[:-1]))
   # Row by row (vmap) rather than one segment sum over B * L flat documents:
   # the same work, and batched scatters keep a sharded batch axis sharded.
   scores_BxDxE = jax.vmap(functools.partial(
@@ -294,6 +298,18 @@ def _pool_mask(probs_BxLxE, document_BxL, pool_BxD):
       axis=-1, dtype=jnp.int32)
   keep_BxDxE = rank_BxDxE < pool_BxD[..., None]
   return jnp.take_along_axis(keep_BxDxE, document_BxL[..., None], axis=1)
+
+
+def _gather_experts(logits_BxLxE):
+  """``logits_BxLxE`` with an expert axis sharded along Explicit axes gathered.
+
+  Each token ranks all its experts (top-k, pool ranks), and Explicit axes
+  refuse a top-k along a sharded axis; the token axes keep their sharding.
+  """
+  spec = tree.explicit_spec(logits_BxLxE)
+  if spec is None or spec[-1] is None:
+    return logits_BxLxE
+  return jax.sharding.reshard(logits_BxLxE, jax.P(*spec[:-1], None))
 
 
 def _topk_of_masked(masked_logits, k, pool_mask):

@@ -129,6 +129,14 @@ def ppo_clip_loss(log_probs_BxL: jax.Array, old_log_probs_BxL: jax.Array,
   if advantages_B.shape != log_probs_BxL.shape[:1]:
     raise ValueError(f"advantages_B must be [{log_probs_BxL.shape[0]}]; got"
                      f" {advantages_B.shape}.")
+  spec = tree.explicit_spec(log_probs_BxL)
+  if spec is not None:
+    # Explicit axes combine the tokens' arrays only sharded alike, and
+    # broadcast the advantages only sharded like the batch.
+    old_log_probs_BxL, action_mask_BxL = (
+        jax.sharding.reshard(x, spec)
+        for x in (old_log_probs_BxL, action_mask_BxL))
+    advantages_B = jax.sharding.reshard(advantages_B, jax.P(spec[0]))
   ratio = jnp.exp(log_probs_BxL - jax.lax.stop_gradient(old_log_probs_BxL))
   advantage = advantages_B[:, None].astype(log_probs_BxL.dtype)
   surrogate = jnp.minimum(

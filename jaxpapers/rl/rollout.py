@@ -56,18 +56,21 @@ def decode(model: models.Transformer, cache: Cache, tokens_BxN: jax.Array,
   batch, num_new = tokens_BxN.shape
   length = cache.keys.shape[2]
   positions_N = start + jnp.arange(num_new)
-  pos_embed_NxD = jax.lax.dynamic_slice_in_dim(model.pos_embed[...], start,
-                                               num_new)
   # A lookup at sharded tokens, and the tied read-out's contraction over a
-  # sharded width, keep the tokens' sharding on Explicit mesh axes (as the
-  # model's own call does).
+  # sharded width, keep the tokens' sharding on Explicit mesh axes; as in
+  # the model's own call, parameters sharded along the tokens' mesh axes
+  # (FSDP) are gathered block by block.
   spec = tree.explicit_spec(tokens_BxN)
   rows = None if spec is None else jax.P(*spec, None)
-  x_BxNxD = (model.embed(tokens_BxN, out_sharding=rows)
-             + pos_embed_NxD[None])
+  batch_axes = () if spec is None else tree.spec_axes(spec)
+  embed = models.gather_fsdp_params(model.embed, batch_axes)
+  pos_embed_NxD = jax.lax.dynamic_slice_in_dim(
+      tree.gather_mesh_axes(model.pos_embed[...], batch_axes), start, num_new)
+  x_BxNxD = embed(tokens_BxN, out_sharding=rows) + pos_embed_NxD[None]
   visible_NxL = jnp.arange(length)[None, :] <= positions_N[:, None]
   keys, values = cache.keys, cache.values
   for i, block in enumerate(model.blocks):
+    block = models.gather_fsdp_params(block, batch_axes)
     attn = block.attn
     qkv = attn.qkv(block.attn_norm(x_BxNxD)).reshape(
         batch, num_new, 3, attn.num_heads, attn.head_dim)
@@ -89,7 +92,8 @@ def decode(model: models.Transformer, cache: Cache, tokens_BxN: jax.Array,
     x_BxNxD = x_BxNxD + attn.out(y_BxNxHxK.reshape(batch, num_new, -1))
     y_BxNxD, _ = block.ffn(block.ffn_norm(x_BxNxD), None)
     x_BxNxD = x_BxNxD + y_BxNxD
-  return (model.embed.attend(model.final_norm(x_BxNxD), out_sharding=rows),
+  final_norm = models.gather_fsdp_params(model.final_norm, batch_axes)
+  return (embed.attend(final_norm(x_BxNxD), out_sharding=rows),
           Cache(keys, values))
 
 

@@ -50,6 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import models
 from jaxpapers import tree
 from jaxpapers.routing import tsp
 
@@ -106,6 +107,13 @@ class ReZeroLayer(nnx.Module):
     self.ff_scale = nnx.Param(jnp.zeros((), jnp.float32))
 
   def __call__(self, x_BxTxD: jax.Array, valid_BxT: jax.Array) -> jax.Array:
+    gathered = models.gather_fsdp_params_like(self, x_BxTxD)
+    if gathered is not self:
+      return gathered(x_BxTxD, valid_BxT)
+    spec = tree.explicit_spec(x_BxTxD)
+    if spec is not None:
+      # The mask broadcasts over the attention logits only sharded like x.
+      valid_BxT = jax.sharding.reshard(valid_BxT, jax.P(*spec[:2]))
     # Masked tokens are invisible as keys; their own rows are never read.
     mask_Bx1x1xT = valid_BxT[:, None, None, :]
     attended_BxTxD = self.attention(x_BxTxD, mask=mask_Bx1x1xT)
@@ -149,6 +157,9 @@ class HeavyDecoder(nnx.Module):
   def embed(self, coords_BxNx2: jax.Array) -> jax.Array:
     """City embeddings ``E_BxNxD`` (once per instance; the encoder sees every city)."""
     tsp.check_coords(coords_BxNx2)
+    gathered = models.gather_fsdp_params_like(self, coords_BxNx2)
+    if gathered is not self:
+      return gathered.embed(coords_BxNx2)
     e_BxNxD = self.embedding(coords_BxNx2)
     every_BxN = jnp.ones(e_BxNxD.shape[:2], jnp.bool_)
     for layer in self.encoder:
@@ -158,11 +169,18 @@ class HeavyDecoder(nnx.Module):
   def step_logits(self, e_BxNxD: jax.Array, destination_B: jax.Array,
                   current_B: jax.Array, unvisited_BxN: jax.Array) -> jax.Array:
     """One construction step's logits over the cities, ``-inf`` off ``unvisited``."""
+    gathered = models.gather_fsdp_params_like(self, e_BxNxD)
+    if gathered is not self:
+      return gathered.step_logits(e_BxNxD, destination_B, current_B,
+                                  unvisited_BxN)
     take = lambda city_B: jnp.take_along_axis(
         e_BxNxD, city_B[:, None, None], axis=1)
-    tokens_BxTxD = jnp.concatenate(
-        [self.destination(take(destination_B)), self.current(take(current_B)),
-         e_BxNxD], axis=1)
+    # Explicit mesh axes concatenate only alike-sharded arrays: the context
+    # tokens take the cities' sharding.
+    context = [tree.reshard_like(project(take(city_B)), e_BxNxD)
+               for project, city_B in ((self.destination, destination_B),
+                                       (self.current, current_B))]
+    tokens_BxTxD = jnp.concatenate([*context, e_BxNxD], axis=1)
     context_BxC = jnp.ones((unvisited_BxN.shape[0], _CONTEXT_TOKENS), jnp.bool_)
     # Explicit mesh axes concatenate only alike-sharded arrays.
     valid_BxT = jnp.concatenate(

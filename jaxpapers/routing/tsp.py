@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
+
 MIN_CITIES = 3
 
 
@@ -96,6 +98,13 @@ def tour_length(coords_BxNx2: jax.Array, tour_BxN: jax.Array) -> jax.Array:
   """
   check_coords(coords_BxNx2)
   check_tours(tour_BxN, np.shape(coords_BxNx2)[1])
+  spec = tree.explicit_spec(tour_BxN)
+  if spec is not None:
+    # Explicit axes read rows at positions sharded only along the batch: the
+    # rows keep the tours' batch sharding, their cities are gathered.
+    coords_BxNx2 = jax.sharding.reshard(coords_BxNx2,
+                                        jax.P(spec[0], None, None))
+    tour_BxN = jax.sharding.reshard(tour_BxN, jax.P(spec[0], None))
   ordered_BxNx2 = jnp.take_along_axis(coords_BxNx2, tour_BxN[..., None], axis=1)
   step_BxNx2 = jnp.roll(ordered_BxNx2, -1, axis=1) - ordered_BxNx2
   return jnp.sum(jnp.linalg.norm(step_BxNx2, axis=-1), axis=-1)

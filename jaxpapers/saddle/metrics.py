@@ -5,6 +5,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from jaxpapers import tree
 from jaxpapers.saddle.game import check_blocks
 from jaxpapers.saddle.game import Game
 from jaxpapers.saddle.quadratic import LinearGameData
@@ -64,6 +65,10 @@ def duality_gap(game: Game, z_NxD: jax.Array,
 def _duality_gap(game: Game, z_NxD: jax.Array,
                  radius: float | None) -> jax.Array:
   p, b, q, a, c_y = saddle_blocks(game)
+  spec = tree.explicit_spec(z_NxD)
+  if spec is not None and spec[0] is not None:
+    # Explicit axes slice out one player only from an unsharded player axis.
+    z_NxD = jax.sharding.reshard(z_NxD, jax.P(None, *spec[1:]))
   x, y = z_NxD[0], z_NxD[1]
   # f(x, y) = 0.5 x'Px + x'By - 0.5 y'Qy + a'x - c_y'y
   g = b.T @ x - c_y  # max over y of  g'y - 0.5 y'Qy

@@ -18,6 +18,7 @@ import pytest
 
 from jaxpapers import amr
 from jaxpapers import tree as tree_lib
+from tests import nnx_sharding
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -40,9 +41,10 @@ def _forward(module, call):
           params)
 
 
-def _module_case(module, call, batch, specs, tolerances=None):
+def _module_case(module, call, batch, specs, tolerances=None,
+                 param_specs=None):
   fn, params = _forward(module, call)
-  case = (fn, (params, *batch), (None, *specs))
+  case = (fn, (params, *batch), (param_specs, *specs))
   return case + (tolerances,) if tolerances else case
 
 
@@ -58,9 +60,12 @@ for _decoder in (_WAMRVIT.backbone.decode, _UNIFORM.backbone.decode,
                  _NATIVE_MODEL.backbone.decode, _NATIVE_MODEL.expand[0][-1].conv,
                  _BACKBONE.decode):
   _decoder.kernel[...] = 0.1 * _f32(*_decoder.kernel.shape)
+
+
 _BLOCK = amr.ParallelBlock(_CONFIG, rngs=nnx.Rngs(4))
 _SHRINK = amr.ShrinkBlock(2, rngs=nnx.Rngs(5))
 _EXPAND = amr.ExpandBlock(4, 2, gated=True, rngs=nnx.Rngs(6))
+_SHRINK_EXPAND = nnx.List([_SHRINK, _EXPAND])
 _COORDS = amr.leaf_coordinates(_TREES)
 _MODEL_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -125,6 +130,15 @@ CASES = {
                                     (_f32(4, 4, 6, 2),), (_DATA,)),
     "amr.ExpandBlock": _module_case(_EXPAND, lambda m, x: m(x),
                                     (_f32(4, 2, 3, 4),), (_DATA,), _MODEL_TOL),
+    "amr.ExpandBlock+amr.ShrinkBlock": _module_case(
+        _SHRINK_EXPAND, lambda m, x: m[1](m[0](x)), (_f32(4, 4, 6, 2),),
+        (_DATA,), _MODEL_TOL, nnx_sharding.fsdp_specs(nnx.split(_SHRINK_EXPAND)[1])),
+    # FSDP parameters, tokens sharded along both mesh axes (sequence
+    # parallelism).
+    "amr.TokenBackbone+amr.ParallelBlock": _module_case(
+        _BACKBONE, lambda m, x, c, mask: m(x, c, mask),
+        (_f32(4, 16, 4), _COORDS, _TREES.mask), (jax.P("data", "model"),) * 3,
+        _MODEL_TOL, nnx_sharding.fsdp_specs(nnx.split(_BACKBONE)[1])),
     "amr.ParallelBlock": _module_case(
         _BLOCK, lambda m, x, c, mask: m(x, c, mask),
         (_f32(4, 16, 16), _COORDS, _TREES.mask), (_DATA,) * 3, _MODEL_TOL),
@@ -189,6 +203,8 @@ for _name in ("quadtree_rollout", "native_rollout", "uniform_rollout",
 # The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
+    "amr.TokenBackbone+amr.ParallelBlock",
+    "amr.ExpandBlock+amr.ShrinkBlock",
     "amr.NativeWAMRViT",
     "amr.ParallelBlock",
     "amr.TokenBackbone",

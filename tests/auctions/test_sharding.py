@@ -4,7 +4,9 @@ Episodes are vmapped (the environment's documented batching) over keys,
 reset states and bids sharded along the mesh's data axis; per-episode
 arrays (candidate slots, rollouts, bid grids) and the PPO networks' hidden
 width go along the model axis where they divide (see
-``check_sharded_call`` in tests/conftest.py).
+``check_sharded_call`` in tests/conftest.py). Seeds are also vmapped
+data-parallel around the functions that vmap their own environments or
+thetas (PPO's training and rollouts, the best fixed shading).
 """
 
 import dataclasses
@@ -192,6 +194,21 @@ def _ppo_train(key):
     return ppo.train(key, _PARAMS, _PPO)
 
 
+def _ppo_train_seeds(keys):
+  """Seeds trained data-parallel: each vmaps its own environments inside."""
+  with jax.numpy_dtype_promotion("standard"):  # see _ppo_train
+    return jax.vmap(lambda k: ppo.train(k, _PARAMS, _PPO))(keys)
+
+
+def _ppo_collect_seeds(keys, ppo_params):
+  return jax.vmap(lambda k: ppo.collect(k, ppo_params, _PARAMS, _PPO))(keys)
+
+
+def _best_fixed_shading_seeds(keys, thetas):
+  return jax.vmap(lambda k: myopic.best_fixed_shading(k, _PARAMS, thetas))(
+      keys)
+
+
 _CONTEXT_INPUTS = (_SORTED_TIMES, _WON, _SORTED_TIMES + 0.5)
 
 CASES = {
@@ -219,6 +236,10 @@ CASES = {
     "auctions.myopic.best_fixed_shading": (
         lambda key, thetas: myopic.best_fixed_shading(key, _PARAMS, thetas),
         (_KEYS[0], jnp.linspace(0.4, 1.2, B)), (None, _DATA)),
+    # Seeds data-parallel around the function's own vmap over thetas.
+    "auctions.myopic.run_episode+auctions.myopic.best_fixed_shading": (
+        _best_fixed_shading_seeds, (_KEYS[:4], jnp.linspace(0.4, 1.2, B)),
+        (_DATA, None)),
     "auctions.dp_oracle.expected_surplus+auctions.dp_oracle.saturation": (
         _surplus, (_BIDS, _COUNTS), (_GRID, _GRID)),
     "auctions.dp_oracle.value_table": (
@@ -247,6 +268,12 @@ CASES = {
     "auctions.ppo.loss": (
         _ppo_loss, (_PPO_PARAMS, _PPO_BATCH), (_PPO_SPECS, _DATA)),
     "auctions.ppo.train": (_ppo_train, (_KEYS[0],), (None,)),
+    # Seeds data-parallel around train's and collect's own vmap over
+    # environments.
+    "auctions.ppo.collect+auctions.ppo.features": (
+        _ppo_collect_seeds, (_KEYS[:2], _PPO_PARAMS), (_DATA, _PPO_SPECS)),
+    "auctions.ppo.train+auctions.ppo.collect": (
+        _ppo_train_seeds, (_KEYS[:2],), (_DATA,)),
 }
 
 NOT_SHARDED = {

@@ -24,6 +24,9 @@ _DATA, _MODEL = jax.P("data"), jax.P("model")
 _PARAM_SPECS = {"adapter": {"down_DxR": jax.P(None, "model"),
                             "up_RxD": jax.P("model")},
                 "head": {"prototypes_CxD": jax.P("model")}}
+# FSDP: every weight sharded along the batch's own mesh axis.
+_FSDP_SPECS = {"adapter": {"down_DxR": _DATA, "up_RxD": _DATA},
+               "head": {"prototypes_CxD": _DATA}}
 _TRAINING = continual.TaskTraining(epochs=1, batch_size=4)
 
 
@@ -72,6 +75,8 @@ def _daf(theta0, tasks, curvatures):
 CASES = {
     "continual.LowRankAdapter+continual.CosineClassifier": (
         _modules, (_PARAMS, _X), (_PARAM_SPECS, _DATA)),
+    "continual.CosineClassifier+continual.LowRankAdapter": (
+        _modules, (_PARAMS, _X), (_FSDP_SPECS, jax.P("data", "model"))),
     "continual.train_task+continual.logits+continual.predict"
     "+continual.adapter_fisher": (
         _learner, (_PARAMS, _X, _LABELS, _WEIGHTS, jax.random.key(1)),
@@ -95,6 +100,7 @@ NOT_SHARDED = {
 # The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
+    "continual.CosineClassifier+continual.LowRankAdapter",
     "continual.init+continual.update+continual.fuse+continual.objective",
     "continual.init_learner",
     "continual.train_task+continual.logits+continual.predict+continual.adapter_fisher",

@@ -57,6 +57,11 @@ CASES = {
     "data.minibatch_indices": (
         jax.vmap(lambda key: data.minibatch_indices(key, 16, 4)), (_KEYS,),
         (jax.P("data"),)),
+    # Indices sharded along both mesh axes, as the leaves' feature axis is.
+    "data.take+data.minibatch_indices": (
+        data.take,
+        (_DATA, jnp.asarray([[3, 1, 4, 1], [5, 9, 2, 6]], jnp.int32)),
+        (_DATA_SPECS, jax.P("data", "model"))),
     "data.take": (
         data.take, (_DATA, jnp.asarray([[3, 1, 4, 1], [5, 9, 2, 6]], jnp.int32)),
         (_DATA_SPECS, jax.P("data"))),
@@ -121,6 +126,7 @@ NOT_SHARDED = {
 # The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
+    "data.take+data.minibatch_indices",
     "data.advection_trajectory",
     "data.minibatch_indices",
     "data.sample_minibatches",

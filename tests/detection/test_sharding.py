@@ -92,6 +92,10 @@ _CALIBRATION = blobs.Calibration(jnp.float32(1.5), jnp.float32(-0.5))
 
 _DATA = jax.P("data")
 CASES = {
+    # Coordinates sharded along the model axis.
+    "detection.box_iou+detection.covered_ground_truth": (
+        detection.box_iou, (_boxes(8), _boxes(12)),
+        (jax.P("data", "model"), jax.P(None, "model"))),
     "detection.box_iou": (detection.box_iou, (_boxes(8), _boxes(12)),
                           (jax.P("data"), jax.P("model"))),
     "detection.box_recall": (

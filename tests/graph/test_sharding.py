@@ -21,6 +21,7 @@ from jaxpapers.graph import emc
 from jaxpapers.graph import gcn
 from jaxpapers.graph import generative_memory
 from jaxpapers.graph import tta
+from tests import nnx_sharding
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -206,6 +207,10 @@ CASES = {
     "+graph.gcn.log_probs+graph.gcn.masked_accuracy": (
         _gcn_forward, (_MODEL, _TARGET, _LABELS),
         (_on_model(_MODEL), _GRAPH_SPECS, _NODES)),
+    # FSDP: the parameters sharded along the nodes' own mesh axis.
+    "graph.gcn.classify+graph.gcn.embed_with_graph_stats": (
+        _gcn_forward, (_MODEL, _TARGET, _LABELS),
+        (nnx_sharding.fsdp_specs(_MODEL), _GRAPH_SPECS, _NODES)),
     "graph.baselines.frozen": (
         _adapted(baselines.frozen()), (_MODEL, _SOURCE, _TARGET),
         (_on_model(_MODEL), _GRAPH_SPECS, _GRAPH_SPECS)),
@@ -236,6 +241,8 @@ CASES = {
          jax.P(None, "model"))),
     "graph.emc.update+graph.emc.predict": (
         _emc_step, (_EMC, _TARGET), (_on_model(_EMC), _GRAPH_SPECS)),
+    "graph.emc.predict+graph.emc.update": (
+        _emc_step, (_EMC, _TARGET), (nnx_sharding.fsdp_specs(_EMC), _GRAPH_SPECS)),
     "graph.generative_memory.init_generator+graph.generative_memory.encode"
     "+graph.generative_memory.edge_probabilities"
     "+graph.generative_memory.decode": (

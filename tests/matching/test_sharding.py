@@ -31,6 +31,10 @@ CASES = {
     "matching.cost_matrix": (functools.partial(matching.cost_matrix, p=2.0),
                              (_f32(8, 3), _f32(12, 3)),
                              (jax.P("data"), jax.P("model"))),
+    # Both point sets sharded along one mesh axis.
+    "matching.cost_matrix+matching.ShiftedQuadtree": (
+        functools.partial(matching.cost_matrix, p=2.0),
+        (_f32(8, 3), _f32(12, 3)), (jax.P("data"), jax.P("data"))),
     # Per-structure hash-table reads and writes: mapped per device.
     "matching.ShiftedQuadtree": (
         tree.vmap_sharded(_one_structure),

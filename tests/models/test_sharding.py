@@ -78,6 +78,15 @@ def _fsdp_case(module, tensor_parallel):
           (specs, jax.P("data"), jax.P("data")))
 
 
+def _fsdp_dense_case():
+  """A dense layer whose kernel and bias are sharded along the batch's axis."""
+  graphdef, state = nnx.split(nnx.Linear(8, 8, rngs=nnx.Rngs(1)))
+  def call(state, x):
+    return models.gather_fsdp_params_like(nnx.merge(graphdef, state), x)(x)
+  return (call, (state, _f32(4, 8)),
+          (nnx_sharding.fsdp_specs(state), jax.P("data")))
+
+
 _ROWS_DATA_COLUMNS_MODEL = {"kernel": jax.P("data", "model"),
                             "bias": jax.P("model")}
 _ROWS_MODEL_COLUMNS_DATA = {"kernel": jax.P("model", "data"),
@@ -109,6 +118,7 @@ CASES = {
         models.Transformer(_LM_4_HEADS, rngs=nnx.Rngs(0)),
         {"up": _ROWS_DATA_COLUMNS_MODEL, "qkv": _ROWS_DATA_COLUMNS_MODEL,
          "down": _ROWS_MODEL_COLUMNS_DATA, "out": _ROWS_MODEL_COLUMNS_DATA}),
+    "models.gather_fsdp_params_like": _fsdp_dense_case(),
     "models.DLinear+models.moving_average": _module_case(
         models.DLinear(8, 4, 2, moving_average=3, rngs=nnx.Rngs(0)),
         {"trend": _COLUMNS, "remainder": _COLUMNS}, lambda model, w: jax.vmap(model)(w), (_WINDOWS,),

@@ -121,6 +121,12 @@ CASES = {
                             for m in ("blocked", "ragged_dot")],
         (_X, _EXPERTS, _GATES, _WEIGHTS),
         (jax.P("data"), jax.P("data"), jax.P("data"), _EXPERT_SPECS)),
+    # FSDP experts (sharded along the batch's axis), routing along tokens.
+    "moe.capacity_experts+moe.dropless_experts": (
+        lambda x, e, g, w: moe.capacity_experts(x, e, g, w, capacity=3),
+        (_X, _EXPERTS, _GATES, _WEIGHTS),
+        (jax.P("data"), jax.P("data", "model"), jax.P("data", "model"),
+         moe.ExpertWeights(*[jax.P("data")] * 3))),
     "moe.capacity_experts": (
         lambda x, e, g, w: moe.capacity_experts(x, e, g, w, capacity=3),
         (_X, _EXPERTS, _GATES, _WEIGHTS),
@@ -156,6 +162,7 @@ NOT_SHARDED = {
 # The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
+    "moe.capacity_experts+moe.dropless_experts",
     "moe.MoE",
     "moe.MoE+moe.ExpertMask",
     "moe.MoE+moe.swiglu",

@@ -78,6 +78,8 @@ def _split(config):
 
 _TINY = _split(models.TransformerConfig(
     vocab_size=V, max_len=L, d_model=8, num_heads=2, num_layers=1, d_ff=16))
+# FSDP: every parameter's first even axis along the batch's own "data" axis.
+_TINY_FSDP_SPECS = nnx_sharding.fsdp_specs(_TINY[1])
 _POLICY = _split(models.TransformerConfig(
     vocab_size=shell.VOCAB_SIZE, max_len=_LAYOUT.length, d_model=8,
     num_heads=2, num_layers=1, d_ff=16))
@@ -158,6 +160,8 @@ CASES = {
         (jax.P("data", "model"), jax.P("data", "model"))),
     "rl.rollout.init_cache+rl.rollout.decode": (
         _decode, (_TINY[1], _TARGETS), (_TINY[2], jax.P("data"))),
+    "rl.rollout.decode+rl.rollout.init_cache": (
+        _decode, (_TINY[1], _TARGETS), (_TINY_FSDP_SPECS, jax.P("data"))),
     "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation"
     "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
     "+rl.shell.verify": (
@@ -203,6 +207,7 @@ NOT_SHARDED = {
 # The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
+    "rl.rollout.decode+rl.rollout.init_cache",
     "rl.token_log_probs+rl.echo_masks+rl.world_model_only+rl.echo_loss+rl.env_loss",
     "rl.rollout.init_cache+rl.rollout.decode",
     "rl.rollout.sample_split+rl.rollout.sample",

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from jaxpapers import routing
+from tests import nnx_sharding
 
 _CONFIG = routing.HeavyDecoderConfig(width=8, decoder_layers=1, head_width=4)
 _COORDS = jnp.asarray(routing.random_instances(0, 8, 6))
@@ -37,6 +38,8 @@ def _param_specs(params):
 
 
 _SPECS = _param_specs(_PARAMS)
+# FSDP: every parameter's first even axis along the batch's own "data" axis.
+_FSDP_SPECS = nnx_sharding.fsdp_specs(_PARAMS)
 _model = lambda params: nnx.merge(_GRAPHDEF, params)
 
 
@@ -73,6 +76,14 @@ CASES = {
     "routing.partial_paths+routing.imitation_loss": (
         _imitation, (_PARAMS, _COORDS, _TOURS, jax.random.key(2)),
         (_SPECS, jax.P("data"), jax.P("data"), None)),
+    "routing.ReZeroLayer+routing.HeavyDecoder": (
+        _layer, (_PARAMS, jnp.asarray(np.random.default_rng(0).normal(
+            size=(8, 6, 8)), jnp.float32), jnp.asarray(
+                np.random.default_rng(1).random((8, 6)) < 0.7)),
+        (_FSDP_SPECS, jax.P("data", None, "model"), jax.P("data"))),
+    "routing.greedy_tours+routing.sample_tours+routing.HeavyDecoder": (
+        _decode, (_PARAMS, _COORDS, jax.random.key(1)),
+        (_FSDP_SPECS, jax.P("data"), None)),
     "routing.ReZeroLayer": (
         _layer, (_PARAMS, jnp.asarray(np.random.default_rng(0).normal(
             size=(8, 6, 8)), jnp.float32), jnp.asarray(
@@ -110,7 +121,9 @@ NOT_SHARDED = {
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
     "routing.HeavyDecoder+routing.greedy_tours+routing.sample_tours",
+    "routing.ReZeroLayer+routing.HeavyDecoder",
     "routing.greedy_gaps",
+    "routing.greedy_tours+routing.sample_tours+routing.HeavyDecoder",
     "routing.optimizer+routing.train_steps",
     "routing.partial_paths+routing.imitation_loss",
 }

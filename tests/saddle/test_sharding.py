@@ -113,6 +113,13 @@ CASES = {
         _game_facts, (_P, _B, _Q, _OFFSET[0], _OFFSET[1], _Z),
         (jax.P("data", "model"), jax.P(None, "model"), jax.P("model"),
          jax.P("model"), jax.P("model"), _Z_SPEC), _ROUNDING),
+    # The two players' strategies sharded along "data".
+    "saddle.duality_gap+saddle.saddle_game": (
+        lambda *args: saddle.duality_gap(saddle.saddle_game(*args[:5]),
+                                         args[5]),
+        (_P, _B, _Q, _OFFSET[0], _OFFSET[1], _Z),
+        (jax.P("data", "model"), jax.P(None, "model"), jax.P("model"),
+         jax.P("model"), jax.P("model"), jax.P("data", "model")), _ROUNDING),
     "saddle.linear_game+saddle.with_constants+saddle.estimate_constants": (
         _estimates, (_JACOBIAN, _OFFSET, _Z), (*_DATA_SPECS, _Z_SPEC),
         _ROUNDING),
@@ -148,6 +155,7 @@ NOT_SHARDED = {
 # The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
+    "saddle.duality_gap+saddle.saddle_game",
     "saddle.dm_sp+saddle.DecoupledMethod+saddle.ergodic_average",
     "saddle.dm_vip",
     "saddle.extragradient+saddle.Extragradient",
