@@ -127,10 +127,8 @@ class ShrinkBlock(nnx.Module):
         rngs.params(), (2, 2, channels, out)))
     self.bias = nnx.Param(jnp.zeros((out,)))
 
+  @models.fsdp_gathered
   def __call__(self, x_NxHxWxC: jax.Array) -> jax.Array:
-    gathered = models.gather_fsdp_params_like(self, x_NxHxWxC)
-    if gathered is not self:
-      return gathered(x_NxHxWxC)
     channels = self.kernel.shape[2]
     if x_NxHxWxC.ndim != 4 or x_NxHxWxC.shape[3] != channels or (
         x_NxHxWxC.shape[1] % 2 or x_NxHxWxC.shape[2] % 2):
@@ -159,10 +157,8 @@ class ExpandBlock(nnx.Module):
     self.conv = nnx.Conv(in_channels, width, kernel_size=(3, 3),
                          padding="SAME", kernel_init=kernel_init, rngs=rngs)
 
+  @models.fsdp_gathered
   def __call__(self, x_NxHxWxC: jax.Array) -> jax.Array:
-    gathered = models.gather_fsdp_params_like(self, x_NxHxWxC)
-    if gathered is not self:
-      return gathered(x_NxHxWxC)
     # Channels sharded along a mesh axis are summed over: the output keeps
     # the sharding of x's other axes.
     out = pixel_shuffle(self.conv(
@@ -272,12 +268,10 @@ class NativeWAMRViT(nnx.Module):
             f" footprint of level {level}, channels); got {tuple(array.shape)}.")
     return b, t
 
+  @models.fsdp_gathered
   def leaf_outputs(self, tokens: Sequence[jax.Array], trees: Quadtree
                    ) -> tuple[jax.Array, ...]:
     """Per-leaf predictions in the native layout of ``tokens`` (zero elsewhere)."""
-    gathered = models.gather_fsdp_params_like(self, tokens[0])
-    if gathered is not self:
-      return gathered.leaf_outputs(tokens, trees)
     b, t = self._check(tokens, trees)
     here_per_level = [trees.mask & (trees.level == level)
                       for level in range(self.max_level + 1)]

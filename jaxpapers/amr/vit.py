@@ -107,10 +107,8 @@ class ParallelBlock(nnx.Module):
     self.k_norm = nnx.RMSNorm(self.head_dim, rngs=rngs)
     self.w_out = nnx.Linear(d + hidden, d, use_bias=False, rngs=rngs)
 
+  @models.fsdp_gathered
   def __call__(self, x_BxNxD, coords_BxNx3, mask_BxN):
-    gathered = models.gather_fsdp_params_like(self, x_BxNxD)
-    if gathered is not self:
-      return gathered(x_BxNxD, coords_BxNx3, mask_BxN)
     config = self.config
     _check_tokens(x_BxNxD, coords_BxNx3, mask_BxN, config.d_model, "x_BxNxD")
     b, n, d = x_BxNxD.shape
@@ -166,10 +164,8 @@ class TokenBackbone(nnx.Module):
       x_BxNxD = block(x_BxNxD, coords_BxNx3, mask_BxN)
     return self.final_norm(x_BxNxD)
 
+  @models.fsdp_gathered
   def __call__(self, tokens_BxNxF, coords_BxNx3, mask_BxN):
-    gathered = models.gather_fsdp_params_like(self, tokens_BxNxF)
-    if gathered is not self:
-      return gathered(tokens_BxNxF, coords_BxNx3, mask_BxN)
     _check_tokens(tokens_BxNxF, coords_BxNx3, mask_BxN, self.config.token_size,
                   "tokens_BxNxF")
     out = self.decode(self.mix(self.embed(tokens_BxNxF), coords_BxNx3,

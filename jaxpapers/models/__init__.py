@@ -5,6 +5,7 @@ from jaxpapers.models.mlp import init_mlp
 from jaxpapers.models.mlp import MLPParams
 from jaxpapers.models.transformer import attention_mask
 from jaxpapers.models.transformer import dense_ffn
+from jaxpapers.models.transformer import fsdp_gathered
 from jaxpapers.models.transformer import gather_fsdp_params
 from jaxpapers.models.transformer import gather_fsdp_params_like
 from jaxpapers.models.transformer import MLP

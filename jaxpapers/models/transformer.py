@@ -16,6 +16,7 @@ H heads, K head width, F FFN width, V vocabulary.
 """
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
 from flax import nnx
@@ -316,3 +317,19 @@ def gather_fsdp_params_like(module: nnx.Module, x: jax.Array) -> nnx.Module:
   if spec is None:
     return module
   return gather_fsdp_params(module, tree.spec_axes(spec))
+
+
+def fsdp_gathered(method: Callable[..., Any]) -> Callable[..., Any]:
+  """Decorator: ``method(self, x, ...)`` runs on ``self``'s FSDP-gathered copy.
+
+  The copy is :func:`gather_fsdp_params_like` of ``self`` and ``x`` (its
+  first leaf when ``x`` is a sequence of arrays), so a module's parameters
+  sharded along its input's mesh axes are whole while the method runs.
+  Nested decorated modules find their parameters already gathered.
+  """
+  @functools.wraps(method)
+  def run(self, x, *args, **kwargs):
+    leaves = jax.tree.leaves(x)
+    module = gather_fsdp_params_like(self, leaves[0]) if leaves else self
+    return method(module, x, *args, **kwargs)
+  return run

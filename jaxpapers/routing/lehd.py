@@ -106,10 +106,8 @@ class ReZeroLayer(nnx.Module):
     self.attention_scale = nnx.Param(jnp.zeros((), jnp.float32))
     self.ff_scale = nnx.Param(jnp.zeros((), jnp.float32))
 
+  @models.fsdp_gathered
   def __call__(self, x_BxTxD: jax.Array, valid_BxT: jax.Array) -> jax.Array:
-    gathered = models.gather_fsdp_params_like(self, x_BxTxD)
-    if gathered is not self:
-      return gathered(x_BxTxD, valid_BxT)
     spec = tree.explicit_spec(x_BxTxD)
     if spec is not None:
       # The mask broadcasts over the attention logits only sharded like x.
@@ -154,25 +152,20 @@ class HeavyDecoder(nnx.Module):
                              for _ in range(config.decoder_layers)])
     self.score = nnx.Linear(width, 1, rngs=rngs)
 
+  @models.fsdp_gathered
   def embed(self, coords_BxNx2: jax.Array) -> jax.Array:
     """City embeddings ``E_BxNxD`` (once per instance; the encoder sees every city)."""
     tsp.check_coords(coords_BxNx2)
-    gathered = models.gather_fsdp_params_like(self, coords_BxNx2)
-    if gathered is not self:
-      return gathered.embed(coords_BxNx2)
     e_BxNxD = self.embedding(coords_BxNx2)
     every_BxN = jnp.ones(e_BxNxD.shape[:2], jnp.bool_)
     for layer in self.encoder:
       e_BxNxD = layer(e_BxNxD, every_BxN)
     return e_BxNxD
 
+  @models.fsdp_gathered
   def step_logits(self, e_BxNxD: jax.Array, destination_B: jax.Array,
                   current_B: jax.Array, unvisited_BxN: jax.Array) -> jax.Array:
     """One construction step's logits over the cities, ``-inf`` off ``unvisited``."""
-    gathered = models.gather_fsdp_params_like(self, e_BxNxD)
-    if gathered is not self:
-      return gathered.step_logits(e_BxNxD, destination_B, current_B,
-                                  unvisited_BxN)
     take = lambda city_B: jnp.take_along_axis(
         e_BxNxD, city_B[:, None, None], axis=1)
     # Explicit mesh axes concatenate only alike-sharded arrays: the context
