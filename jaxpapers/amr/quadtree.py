@@ -193,9 +193,11 @@ def _upsample(x, factor: int):
 
 def _with_face_neighbours(flags):
   """``flags`` OR its four face-shifted copies (no wrap at the domain edge)."""
+  # Explicit mesh axes cannot pad a sharded axis: shift a gathered copy.
+  flags, restore = tree_lib.gather_explicit(flags)
   padded = jnp.pad(flags, 1)
-  return (flags | padded[:-2, 1:-1] | padded[2:, 1:-1] | padded[1:-1, :-2]
-          | padded[1:-1, 2:])
+  return restore(flags | padded[:-2, 1:-1] | padded[2:, 1:-1]
+                 | padded[1:-1, :-2] | padded[1:-1, 2:])
 
 
 def balance(refined: Sequence[jax.Array]) -> tuple[jax.Array, ...]:

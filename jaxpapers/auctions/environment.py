@@ -50,6 +50,12 @@ interface compatibility. The step reward is what the buyer *sees*: values
 revealed since the previous step minus the payment; the remainder is
 revealed at ``done``, so the step rewards sum to the return.
 
+Masked values in the step are filled with ``zeros_like`` of the value they
+replace, not a Python scalar: under two nested ``vmap``s whose batches lie on
+different Explicit mesh axes (seeds over "data" around policies over
+"model"), jax's ``select`` batching rule broadcasts a scalar case to an
+array without a mesh and then refuses the mix (jax 0.10.2 and 0.12).
+
 Example::
 
   params = EnvParams(format="second")
@@ -199,8 +205,8 @@ def win_probability(bid: jax.Array, time: jax.Array, params: EnvParams
   """:math:`G_t(b) = P(\\max(D_t, r) \\le b)`, the known competition CDF."""
   safe_bid = jnp.maximum(bid, 1e-30)
   z = (jnp.log(safe_bid) - competing_log_mean(time, params)) / params.competing_log_std
-  return jnp.where((bid > 0) & (bid >= params.reserve),
-                   jax.scipy.stats.norm.cdf(z), 0.0)
+  cdf = jax.scipy.stats.norm.cdf(z)
+  return jnp.where((bid > 0) & (bid >= params.reserve), cdf, jnp.zeros_like(cdf))
 
 
 # ----------------------------------------------------------------- context --
@@ -341,10 +347,11 @@ def resolve(context: Context, time: jax.Array, value: jax.Array,
   price = jnp.maximum(competing_bid, params.reserve)
   won = valid & (bid >= price) & (bid > 0)
   paid = bid if params.format == "first" else price
-  realised = jnp.where(won, value * kernel(context, time, params), 0.0)
+  realised = value * kernel(context, time, params)
+  realised = jnp.where(won, realised, jnp.zeros_like(realised))
   new = combine(context, win_context(time, params))
   new = jax.tree.map(lambda n, o: jnp.where(won, n, o), new, context)
-  return Outcome(won, realised, jnp.where(won, paid, 0.0), new)
+  return Outcome(won, realised, jnp.where(won, paid, jnp.zeros_like(paid)), new)
 
 
 # ---------------------------------------------------------- gymnax-like API --
@@ -431,14 +438,17 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
   out = resolve(state.context, a.time[i], a.value[i], a.competing_bid[i],
                 jnp.asarray(action, jnp.float32), a.valid[i] & active, params)
   won_value = state.won_value.at[i].set(out.value)
+  revealed_at = a.time[i] + a.delay[i]
   reveal_time = state.reveal_time.at[i].set(
-      jnp.where(out.won, a.time[i] + a.delay[i], jnp.inf))
+      jnp.where(out.won, revealed_at, jnp.full_like(revealed_at, jnp.inf)))
   index = jnp.where(active, i + 1, i)
   done = index >= state.num_valid
   now = a.time[jnp.minimum(index, a.time.shape[0] - 1)]
-  revealed = jnp.sum(jnp.where(done | (reveal_time <= now), won_value, 0.0))
+  revealed = jnp.sum(jnp.where(done | (reveal_time <= now), won_value,
+                               jnp.zeros_like(won_value)))
   utility = out.value - out.payment
-  reward = jnp.where(active, revealed - state.revealed_value - out.payment, 0.0)
+  reward = revealed - state.revealed_value - out.payment
+  reward = jnp.where(active, reward, jnp.zeros_like(reward))
   state = EnvState(index, a, state.num_valid, out.context, won_value,
                    reveal_time, revealed, state.payments + out.payment,
                    state.utility + utility)

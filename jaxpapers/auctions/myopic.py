@@ -10,6 +10,8 @@ A *shading* policy bids :math:`\theta` times the myopic bid.
 
 **Reconstruction** (see :mod:`jaxpapers.auctions.environment`): the valuation
 follows the DynamAuction abstract; the grid and the shading family are ours.
+Masked bids are ``zeros_like`` the bid, as in the environment's step (which
+says why).
 
 Example::
 
@@ -50,7 +52,8 @@ def myopic_valuation(obs: env_lib.Observation, params: env_lib.EnvParams, *,
   else:
     value = jnp.float32(math.exp(params.value_log_mean
                                  + params.value_log_std ** 2 / 2))
-  return jnp.where(obs.valid, value * obs.kernel, 0.0)
+  valuation = value * obs.kernel
+  return jnp.where(obs.valid, valuation, jnp.zeros_like(valuation))
 
 
 def first_price_bid(valuation: jax.Array, time: jax.Array,
@@ -100,7 +103,7 @@ def first_price_bid_fast(valuation: jax.Array, time: jax.Array,
   bid = scale * ((1 - weight) * tree.lookup(x_star, lower)
                  + weight * tree.lookup(x_star, lower + 1))
   bid = jnp.clip(bid, params.reserve, valuation)
-  return jnp.where(valuation >= params.reserve, bid, 0.0)
+  return jnp.where(valuation >= params.reserve, bid, jnp.zeros_like(bid))
 
 
 def myopic_bid(valuation: jax.Array, time: jax.Array,

@@ -63,10 +63,16 @@ def diagonal_fisher(
       lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), data)
   check_scalar_loss(example_loss_fn, params, one_example)
   per_example_grad = jax.vmap(jax.grad(example_loss_fn), in_axes=(None, 0))
+  # vmap refuses unmapped parameters sharded along an Explicit mesh axis that
+  # shards the examples (FSDP): those axes are gathered, others kept.
+  example_axes = {name for x in jax.tree.leaves(data)
+                  if (spec := tree_lib.explicit_spec(x))
+                  for name in tree_lib.spec_axes(spec[0])}
+  gathered = tree_lib.gather_mesh_axes(params, example_axes)
 
   def squared_sum(chunk):
     return jax.tree.map(lambda g: jnp.sum(g * g, axis=0),
-                        per_example_grad(params, chunk))
+                        per_example_grad(gathered, chunk))
 
   if num_chunks == 1:
     total = squared_sum(data)
@@ -76,5 +82,9 @@ def diagonal_fisher(
     def body(running, chunk):
       return jax.tree.map(jnp.add, running, squared_sum(chunk)), None
 
-    total, _ = jax.lax.scan(body, jax.tree.map(jnp.zeros_like, params), chunks)
-  return jax.tree.map(lambda t: t / jnp.asarray(num_examples, t.dtype), total)
+    total, _ = jax.lax.scan(body, jax.tree.map(jnp.zeros_like, gathered),
+                            chunks)
+  # The Fisher is sharded like the parameters it weights.
+  return jax.tree.map(
+      lambda t, p: tree_lib.reshard_like(
+          t / jnp.asarray(num_examples, t.dtype), p), total, params)

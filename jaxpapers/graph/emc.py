@@ -360,10 +360,13 @@ def evolve_prior(state: EMCState) -> jax.Array:
   if opts.evolve == "drift":
     return memory + opts.rho * (memory - previous)
   if opts.evolve == "transition":
+    # Slot-by-slot products of slots sharded along an Explicit axis have no
+    # output sharding: the few slots are gathered, the prior resharded back.
+    (memory, previous), _ = tree.gather_explicit((memory, previous))
     gram = previous @ previous.T + opts.gamma * jnp.eye(previous.shape[0])
     # T = M P^T (P P^T + gamma I)^-1, and gram is symmetric.
     transition = jnp.linalg.solve(gram, previous @ memory.T).T
-    return transition @ memory
+    return tree.reshard_like(transition @ memory, state.memory)
   return memory
 
 

@@ -232,6 +232,21 @@ def _generator_loss(generator, params, stats, graph, real_grads, key, opts):
   return match + opts.vae_weight * (gaussian_kl + edge_kl) + opts.mmd_weight * mmd
 
 
+def _write_row(buffer: jax.Array, row: jax.Array, new: jax.Array) -> jax.Array:
+  """``buffer.at[row].set(new)`` for a buffer sharded along Explicit mesh axes.
+
+  A write at a traced row of a sharded row axis has no output sharding: it
+  goes to a copy with the row axis gathered, ``new`` sharded like a row, and
+  the result is resharded like ``buffer``.
+  """
+  spec = tree.explicit_spec(buffer)
+  if spec is None:
+    return buffer.at[row].set(new)
+  rows = jax.sharding.reshard(buffer, jax.P(None, *spec[1:]))
+  new = jax.sharding.reshard(new, jax.P(*spec[1:]))
+  return jax.sharding.reshard(rows.at[row].set(new), spec)
+
+
 @jax.jit
 def update(state: GenerativeMemoryState, graph: GraphsTuple
            ) -> GenerativeMemoryState:
@@ -256,7 +271,10 @@ def update(state: GenerativeMemoryState, graph: GraphsTuple
       used = k < state.num_memories
       return total + jax.lax.cond(used, loss, lambda _: 0.0 * total, mean), None
 
-    rows = (jnp.arange(opts.capacity), state.memories.mean)
+    # scan refuses a scanned axis sharded along an Explicit mesh axis: the
+    # small buffer is gathered.
+    rows = (jnp.arange(opts.capacity),
+            tree.gather_explicit(state.memories.mean)[0])
     total, _ = jax.lax.scan(replay_one, jnp.zeros((), jnp.float32), rows)
     return opts.replay_weight * total
 
@@ -288,7 +306,7 @@ def update(state: GenerativeMemoryState, graph: GraphsTuple
       0, opts.epochs, epoch, carry)
   memory = jax.lax.stop_gradient(encode(generator, graph, opts.memory_size))
   row = state.num_memories % opts.capacity
-  memories = jax.tree.map(lambda buffer, new: buffer.at[row].set(new),
+  memories = jax.tree.map(lambda buffer, new: _write_row(buffer, row, new),
                           state.memories, memory)
   return GenerativeMemoryState(
       model._replace(params=teacher), opt_state, generator, memories,

@@ -270,11 +270,11 @@ class MoE(nnx.Module):
   def keep_experts(self, kept: Any) -> None:
     """Deletes every routed expert not in ``kept`` (and its router column), in place."""
     kept = _check_kept(kept, self.config.num_experts)
-    self.router = nnx.Param(self.router[...][:, kept])
-    self.w_gate = nnx.Param(self.w_gate[...][kept])
-    self.w_up = nnx.Param(self.w_up[...][kept])
-    self.w_down = nnx.Param(self.w_down[...][kept])
-    self.expert_mask = ExpertMask(self.expert_mask[...][kept])
+    self.router = nnx.Param(_take_experts(self.router[...], kept, axis=1))
+    self.w_gate = nnx.Param(_take_experts(self.w_gate[...], kept))
+    self.w_up = nnx.Param(_take_experts(self.w_up[...], kept))
+    self.w_down = nnx.Param(_take_experts(self.w_down[...], kept))
+    self.expert_mask = ExpertMask(_take_experts(self.expert_mask[...], kept))
     self.config = self.config.keep(len(kept))
 
   def mask_experts(self, kept: Any) -> None:
@@ -408,6 +408,26 @@ def _shard(forward, config, batch):
         inputs)
 
   return sharded
+
+
+def _take_experts(w, kept, axis=0):
+  """``w``'s experts ``kept`` (host indices) along ``axis``, keeping ``w``'s sharding.
+
+  Explicit mesh axes need the gather's output sharding spelled out: the
+  other axes keep theirs, and the expert axis keeps its own where its
+  devices divide the kept experts (else it is gathered).
+  """
+  index = (slice(None),) * axis + (kept,)
+  spec = tree.explicit_spec(w)
+  if spec is None:
+    return w[index]
+  mesh = jax.typeof(w).sharding.mesh
+  shards = int(np.prod([mesh.shape[name]
+                        for name in tree.spec_axes(spec[axis])]))
+  entries = list(spec)
+  if len(kept) % shards:
+    entries[axis] = None
+  return w.at[index].get(out_sharding=jax.P(*entries))
 
 
 def _check_kept(kept, num_experts):

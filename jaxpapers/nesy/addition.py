@@ -54,6 +54,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers import tree
+
 NUM_VALUES = 10
 
 
@@ -211,6 +213,7 @@ class DigitAddition:
   def satisfied(self, z: jax.Array, label: jax.Array) -> jax.Array:
     """True iff the digits ``z`` (``(2N,)`` ints) add up to ``label``."""
     self._check_label(label)
+    z = _whole_symbols(z)
     a, b = z[:self.num_digits], z[self.num_digits:]
 
     def add(carry, digits):
@@ -238,6 +241,7 @@ class DigitAddition:
     if logp.shape != (2 * n, NUM_VALUES):
       raise ValueError(f"logp must be ({2 * n}, {NUM_VALUES}) log-probabilities"
                        f" of (a_1..a_N, b_1..b_N); got {logp.shape}.")
+    logp = _whole_symbols(logp)
     joint = logp[:n, :, None] + logp[n:, None, :]  # (N, a, b)
     mask = _carry_mask(jnp.clip(label[:-1], 0, NUM_VALUES - 1))
     masked = jnp.where(mask, joint[:, None, None], -jnp.inf)
@@ -277,6 +281,17 @@ def _check_num_digits(num_digits: int) -> None:
   if (not isinstance(num_digits, (int, np.integer)) or isinstance(num_digits, bool)
       or num_digits < 1):
     raise ValueError(f"num_digits must be an int >= 1; got {num_digits!r}.")
+
+
+def _whole_symbols(x: jax.Array) -> jax.Array:
+  """One example's symbols ``x`` gathered from Explicit mesh axes.
+
+  The chain pairs ``a_i`` with ``b_i``, two halves of the symbol axis; with
+  that axis sharded along an Explicit axis (under a user's ``vmap`` over a
+  batch whose digits are sharded) the halves' slices have no sharding. The
+  2N symbols of one example are few; the batch's own sharding stays.
+  """
+  return tree.gather_explicit(x)[0]
 
 
 def _start_at_carry_zero(row: jax.Array) -> jax.Array:

@@ -177,8 +177,14 @@ def env_loss(log_probs_BxL: jax.Array, masks: EchoMasks) -> jax.Array:
   if jnp.ndim(log_probs_BxL) != 2:
     raise ValueError(f"log_probs_BxL must be [B, L]; got shape"
                      f" {jnp.shape(log_probs_BxL)}.")
-  target = masks.env_target.astype(jnp.float32)
-  n_obs_B = jnp.sum(masks.body.astype(jnp.float32), axis=-1)
+  target, body = masks.env_target, masks.body
+  spec = tree.explicit_spec(log_probs_BxL)
+  if spec is not None:
+    # Explicit axes combine the tokens' arrays only sharded alike (the
+    # masks' rows may lie on the log-probs' sequence axis).
+    target, body = (jax.sharding.reshard(m, spec) for m in (target, body))
+  target = target.astype(jnp.float32)
+  n_obs_B = jnp.sum(body.astype(jnp.float32), axis=-1)
   per_row_B = -jnp.sum(log_probs_BxL * target, axis=-1) / (
       n_obs_B + N_OBS_EPSILON)
   return jnp.mean(per_row_B)

@@ -75,7 +75,7 @@ def decode(model: models.Transformer, cache: Cache, tokens_BxN: jax.Array,
     qkv = attn.qkv(block.attn_norm(x_BxNxD)).reshape(
         batch, num_new, 3, attn.num_heads, attn.head_dim)
     at = (i, 0, start, 0, 0)
-    new_keys, new_values = qkv[None, :, :, 1], qkv[None, :, :, 2]
+    new_keys, new_values = _whole_length(qkv[None, :, :, 1:])
     # Explicit mesh axes update a slice only of an alike-sharded cache: an
     # empty cache takes the batch sharding of the tokens' keys and values.
     keys = jax.lax.dynamic_update_slice(
@@ -95,6 +95,20 @@ def decode(model: models.Transformer, cache: Cache, tokens_BxN: jax.Array,
   final_norm = models.gather_fsdp_params(model.final_norm, batch_axes)
   return (embed.attend(final_norm(x_BxNxD), out_sharding=rows),
           Cache(keys, values))
+
+
+def _whole_length(kv_1xBxNx2xHxK):
+  """The new keys and values ``[1, B, N, H, K]``, their chunk axis whole.
+
+  Every query attends to every cached position, so on Explicit mesh axes the
+  cache keeps its length axis whole (a sequence-sharded chunk's keys are
+  gathered; a cache sharded along its length is gathered by the update).
+  """
+  spec = tree.explicit_spec(kv_1xBxNx2xHxK)
+  if spec is not None:
+    kv_1xBxNx2xHxK = jax.sharding.reshard(
+        kv_1xBxNx2xHxK, jax.P(spec[0], spec[1], None, *spec[3:]))
+  return kv_1xBxNx2xHxK[:, :, :, 0], kv_1xBxNx2xHxK[:, :, :, 1]
 
 
 def sample(model: models.Transformer, tasks: shell.Tasks, key: jax.Array,

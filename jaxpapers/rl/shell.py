@@ -353,14 +353,21 @@ def step(store: Store, command_BxC: jax.Array, layout: Layout):
   obs_BxO, (warning_end, env_start, env_end))`` with spans relative to the
   observation slot.
   """
+  spec = tree.explicit_spec(command_BxC)
+  if spec is not None:
+    # Explicit axes run a cumulative sum only along an unsharded axis: each
+    # slot is read whole, and enters the transcript sharded like its row.
+    command_BxC = jax.sharding.reshard(command_BxC, jax.P(spec[0], None))
   is_end = (command_BxC == EOT).astype(jnp.int32)
   ended = jnp.cumsum(is_end, axis=-1) - is_end
   command_BxC = jnp.where(ended > 0, PAD, command_BxC).astype(jnp.int32)
   # Both read constant tables at per-row indices, which a batch sharded along
-  # Explicit mesh axes maps per device (see tree.vmap_sharded); the new
-  # store keeps the old one's sharding (a scan over turns carries it).
-  new_store, text_BxW, length_B, terminated_B = tree.vmap_sharded(execute)(
-      store, command_BxC)
+  # Explicit mesh axes maps per device (see tree.vmap_sharded): along the
+  # commands' rows, so that the observations are sharded like the commands
+  # they follow; the new store keeps the old one's sharding (a scan over
+  # turns carries it).
+  new_store, text_BxW, length_B, terminated_B = tree.vmap_sharded(
+      lambda command_C, one: execute(one, command_C))(command_BxC, store)
   store = jax.tree.map(tree.reshard_like, new_store, store)
   obs = tree.vmap_sharded(lambda t, n, e: observation(t, n, e, layout))(
       text_BxW, length_B, terminated_B)
@@ -369,12 +376,15 @@ def step(store: Store, command_BxC: jax.Array, layout: Layout):
 
 def assemble(prompt_BxP, commands, observations, layout: Layout):
   """Concatenates the prompt and per-turn ``[CMD] command [OBS] obs`` blocks: ``[B, L]``."""
-  # Scaffolding columns like the prompt's: Explicit mesh axes concatenate
-  # only alike-sharded blocks.
+  # Scaffolding columns like the prompt's, and the turns' blocks on the
+  # prompt's rows: Explicit mesh axes concatenate only alike-sharded blocks.
   column = lambda token: jnp.full_like(prompt_BxP[:, :1], token, jnp.int32)
+  spec = tree.explicit_spec(prompt_BxP)
+  rows = lambda block: (block if spec is None else
+                        jax.sharding.reshard(block, jax.P(spec[0], None)))
   blocks = [prompt_BxP]
   for command_BxC, obs_BxO in zip(commands, observations):
-    blocks += [column(CMD), command_BxC, column(OBS), obs_BxO]
+    blocks += [column(CMD), rows(command_BxC), column(OBS), rows(obs_BxO)]
   return jnp.concatenate(blocks, axis=1)
 
 

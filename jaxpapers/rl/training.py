@@ -20,6 +20,7 @@ All functions are pure (jit / vmap over runs); the model is an
 """
 
 import dataclasses
+import math
 from typing import Any
 
 from flax import nnx
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxpapers import models
+from jaxpapers import tree
 from jaxpapers.data import sampling
 from jaxpapers.rl import echo
 from jaxpapers.rl import grpo
@@ -116,7 +118,7 @@ def rl_step(graphdef: nnx.GraphDef, params: Any, opt_state: Any,
   chosen = jax.random.choice(task_key, num_pool, (config.tasks_per_step,),
                              replace=num_pool < config.tasks_per_step)
   group_ids = jnp.repeat(jnp.arange(config.tasks_per_step), config.group_size)
-  tasks = sampling.take(pool, chosen[group_ids])
+  tasks = _draw(pool, chosen[group_ids])
   transcripts = rollout.sample_split(
       graphdef, jax.lax.stop_gradient(params), tasks, sample_key, layout,
       temperature=config.temperature)
@@ -129,6 +131,23 @@ def rl_step(graphdef: nnx.GraphDef, params: Any, opt_state: Any,
   return optax.apply_updates(params, updates), opt_state, {
       "loss": loss, **aux, "reward": jnp.mean(transcripts.reward),
       "solved": jnp.mean(transcripts.solved.astype(jnp.float32))}
+
+
+def _draw(pool: shell.Tasks, indices: jax.Array) -> shell.Tasks:
+  """``sampling.take(pool, indices)``, the draws sharded like the pool's batch.
+
+  On Explicit mesh axes the draws take the sharding of ``indices``; drawn
+  here they are replicated, which would leave the rollouts no batch axis
+  and parameters sharded along the batch's axes (FSDP) none to be gathered
+  along. A count that those axes do not divide stays replicated.
+  """
+  spec = tree.explicit_spec(pool.prompt)
+  if spec is not None:
+    mesh = jax.typeof(pool.prompt).sharding.mesh
+    if indices.shape[0] % math.prod(
+        mesh.shape[name] for name in tree.spec_axes(spec[0])) == 0:
+      indices = jax.sharding.reshard(indices, jax.P(spec[0]))
+  return sampling.take(pool, indices)
 
 
 def random_transcripts(key: jax.Array, pool: shell.Tasks, batch: int,
@@ -148,8 +167,8 @@ def random_transcripts(key: jax.Array, pool: shell.Tasks, batch: int,
   kind = jax.random.randint(kind_key, shape, 0, num_kinds)
   offset = jnp.floor(jax.random.uniform(which_key, shape) * count[kind])
   command = first[kind] + offset.astype(jnp.int32)
-  tasks = sampling.take(pool, jax.random.randint(task_key, (batch,), 0,
-                                        pool.prompt.shape[0]))
+  tasks = _draw(pool, jax.random.randint(task_key, (batch,), 0,
+                                         pool.prompt.shape[0]))
   return shell.scripted(tasks, jnp.asarray(table)[command], layout)
 
 
@@ -187,7 +206,7 @@ def evaluate(graphdef, params, key, held_out: shell.Tasks,
   for every policy.
   """
   index = jnp.tile(jnp.arange(held_out.prompt.shape[0]), samples)
-  out = rollout.sample_split(graphdef, params, sampling.take(held_out, index), key,
+  out = rollout.sample_split(graphdef, params, _draw(held_out, index), key,
                              layout, temperature=temperature)
   log_probs = transcript_log_probs(graphdef, params, probe.tokens, 1.0)
   masks = echo.shift_for_next_token(echo.echo_masks(

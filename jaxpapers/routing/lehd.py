@@ -59,6 +59,18 @@ FF_MULTIPLE = 4
 _CONTEXT_TOKENS = 2
 
 
+def _gather_cities(x):
+  """``x`` with the sharding of its axes after the leading (batch) one gathered.
+
+  The decoder reads cities at per-instance indices and concatenates the
+  context tokens ahead of them along the city axis; Explicit mesh axes do
+  neither on a sharded city axis, so only the batch stays sharded.
+  """
+  spec = tree.explicit_spec(x)
+  return x if spec is None else tree.gather_mesh_axes(
+      x, tree.spec_axes(jax.P(*spec[1:])))
+
+
 @dataclasses.dataclass(frozen=True)
 class HeavyDecoderConfig:
   """Sizes of :class:`HeavyDecoder` (all static).
@@ -156,7 +168,7 @@ class HeavyDecoder(nnx.Module):
   def embed(self, coords_BxNx2: jax.Array) -> jax.Array:
     """City embeddings ``E_BxNxD`` (once per instance; the encoder sees every city)."""
     tsp.check_coords(coords_BxNx2)
-    e_BxNxD = self.embedding(coords_BxNx2)
+    e_BxNxD = self.embedding(_gather_cities(coords_BxNx2))
     every_BxN = jnp.ones(e_BxNxD.shape[:2], jnp.bool_)
     for layer in self.encoder:
       e_BxNxD = layer(e_BxNxD, every_BxN)
@@ -166,6 +178,8 @@ class HeavyDecoder(nnx.Module):
   def step_logits(self, e_BxNxD: jax.Array, destination_B: jax.Array,
                   current_B: jax.Array, unvisited_BxN: jax.Array) -> jax.Array:
     """One construction step's logits over the cities, ``-inf`` off ``unvisited``."""
+    e_BxNxD, unvisited_BxN = _gather_cities(e_BxNxD), _gather_cities(
+        unvisited_BxN)
     take = lambda city_B: jnp.take_along_axis(
         e_BxNxD, city_B[:, None, None], axis=1)
     # Explicit mesh axes concatenate only alike-sharded arrays: the context
@@ -248,6 +262,7 @@ def sample_tours(model: HeavyDecoder, coords_BxNx2: jax.Array, key: jax.Array,
 def _construct(model, coords_BxNx2, key, temperature):
   tsp.check_coords(coords_BxNx2)
   batch, n = np.shape(coords_BxNx2)[:2]
+  coords_BxNx2 = _gather_cities(coords_BxNx2)
   e_BxNxD = model.embed(coords_BxNx2)
   # Like the instances' batch sharding (Explicit axes concatenate alike only).
   start_B = jnp.zeros_like(coords_BxNx2[:, 0, 0], dtype=jnp.int32)
@@ -316,7 +331,8 @@ def partial_paths(key: jax.Array, tours_BxN: jax.Array,
   length_B = jax.random.randint(length_key, (batch,), min_length, n + 2)
   steps_K = jnp.arange(n + 1)
   positions_BxK = (start_B[:, None] + direction_B[:, None] * steps_K[None]) % n
-  path_BxK = jnp.take_along_axis(tours_BxN, positions_BxK, axis=1)
+  path_BxK = jnp.take_along_axis(_gather_cities(tours_BxN), positions_BxK,
+                                 axis=1)
   between_BxK = (steps_K[None] >= 1) & (steps_K[None] <= length_B[:, None] - 2)
   unvisited_BxN = jnp.any(
       (path_BxK[:, :, None] == jnp.arange(n)[None, None, :])

@@ -94,11 +94,16 @@ CASES = {
         lambda fields: _per_tree(amr.detokenize)(
             *_trees_and_tokens(fields)[::-1]),
         (_FIELDS,), (_DATA,)),
+    # Two trees: rows over "data"; rows over "data" and columns over
+    # "model" (the face neighbours shift both sharded axes).
     "amr.balance": (
-        lambda coarse, fine: amr.balance((coarse, fine)),
+        lambda coarse, fine, coarse_2d, fine_2d: (
+            amr.balance((coarse, fine)), amr.balance((coarse_2d, fine_2d))),
         (jnp.zeros((2, 2), jnp.bool_),
-         jnp.zeros((4, 4), jnp.bool_).at[1, 2].set(True)),
-        (_DATA, _DATA)),
+         jnp.zeros((4, 4), jnp.bool_).at[1, 2].set(True),
+         jnp.zeros((4, 4), jnp.bool_).at[0, 3].set(True),
+         jnp.zeros((8, 8), jnp.bool_).at[2, 4].set(True).at[7, 0].set(True)),
+        (_DATA, _DATA, jax.P("data", "model"), jax.P("data", "model"))),
     "amr.leaf_coordinates+amr.truncate": (
         lambda trees: amr.leaf_coordinates(amr.truncate(trees, 8),
                                            scale_axis="log_area"),

@@ -240,6 +240,10 @@ CASES = {
     "auctions.myopic.run_episode+auctions.myopic.best_fixed_shading": (
         _best_fixed_shading_seeds, (_KEYS[:4], jnp.linspace(0.4, 1.2, B)),
         (_DATA, None)),
+    # ... with the thetas over "model" as well: two vmaps on two mesh axes.
+    "auctions.myopic.best_fixed_shading+auctions.myopic.run_episode": (
+        _best_fixed_shading_seeds, (_KEYS[:4], jnp.linspace(0.4, 1.2, B)),
+        (_DATA, jax.P("model"))),
     "auctions.dp_oracle.expected_surplus+auctions.dp_oracle.saturation": (
         _surplus, (_BIDS, _COUNTS), (_GRID, _GRID)),
     "auctions.dp_oracle.value_table": (

@@ -47,6 +47,10 @@ def _learner(params, x, labels, weights, key):
           continual.adapter_fisher(_GRAPHS, trained, x, labels, weights, 3))
 
 
+def _fisher(params, x, labels, weights):
+  return continual.adapter_fisher(_GRAPHS, params, x, labels, weights, 3)
+
+
 def _initial_learner(key):
   return continual.init_learner(key, D, R, C)[1]
 
@@ -81,6 +85,17 @@ CASES = {
     "+continual.adapter_fisher": (
         _learner, (_PARAMS, _X, _LABELS, _WEIGHTS, jax.random.key(1)),
         (_PARAM_SPECS, _DATA, _DATA, _DATA, None), {"rtol": 1e-4, "atol": 1e-5}),
+    # The Fisher's per-example vmap on parameters sharded along the examples'
+    # axis (FSDP), and along other axes than the examples.
+    "continual.adapter_fisher": (
+        _fisher, (_PARAMS, _X, _LABELS, _WEIGHTS),
+        (_FSDP_SPECS, _DATA, _DATA, _DATA), {"rtol": 1e-4, "atol": 1e-5}),
+    "continual.adapter_fisher+continual.CosineClassifier": (
+        _fisher, (_PARAMS, _X, _LABELS, _WEIGHTS),
+        (_PARAM_SPECS, _DATA, _DATA, _DATA), {"rtol": 1e-4, "atol": 1e-5}),
+    "continual.adapter_fisher+continual.LowRankAdapter": (
+        _fisher, (_PARAMS, _X, _LABELS, _WEIGHTS),
+        (_FSDP_SPECS, _MODEL, _MODEL, _MODEL), {"rtol": 1e-4, "atol": 1e-5}),
     "continual.init_learner": (_initial_learner, (jax.random.key(2),), (None,)),
     "continual.init+continual.update+continual.fuse+continual.objective": (
         _daf, (_PARAMS["adapter"], _ADAPTERS, _CURVATURES),

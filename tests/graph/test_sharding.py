@@ -148,6 +148,12 @@ def _emc_pieces(h_NxD, log_probs_NxC, mask_N, prior_MxD):
           emc.evolve_prior(_EMC._replace(memory=memory, prior=prior_MxD)))
 
 
+_EMC_TRANSITION = _EMC._replace(options=emc.EMCOptions(evolve="transition"))
+_SLOTS_ON_MODEL = jax.tree.map(lambda _: None, _EMC_TRANSITION)._replace(
+    memory=jax.P("model"), prior=jax.P("model"),
+    previous_memory=jax.P("model"), slot_classes=jax.P("model"))
+
+
 def _emc_step(state, target):
   state = emc.update(state, target)
   return state, emc.predict(state, target)
@@ -182,6 +188,10 @@ def _without_normalised_biases(tree):
   params = tree.model.params
   return tree._replace(model=tree.model._replace(params=params._replace(
       convs=tuple(drop(conv) for conv in params.convs))))
+
+
+_MEMORIES_ON_DATA = jax.tree.map(lambda _: None, _MEMORY_STATE)._replace(
+    memories=generative_memory.MemoryGraph(jax.P("data"), jax.P("data")))
 
 
 @_adam
@@ -243,6 +253,11 @@ CASES = {
         _emc_step, (_EMC, _TARGET), (_on_model(_EMC), _GRAPH_SPECS)),
     "graph.emc.predict+graph.emc.update": (
         _emc_step, (_EMC, _TARGET), (nnx_sharding.fsdp_specs(_EMC), _GRAPH_SPECS)),
+    # The slots over "model" and the nodes over "data": node-by-slot
+    # products and masks broadcast the two, and the transition prior
+    # multiplies slots by slots.
+    "graph.emc.evolve_prior+graph.emc.update+graph.emc.predict": (
+        _emc_step, (_EMC_TRANSITION, _TARGET), (_SLOTS_ON_MODEL, _GRAPH_SPECS)),
     "graph.generative_memory.init_generator+graph.generative_memory.encode"
     "+graph.generative_memory.edge_probabilities"
     "+graph.generative_memory.decode": (
@@ -254,6 +269,10 @@ CASES = {
     "graph.generative_memory.update+graph.generative_memory.predict": (
         _memory_step, (_MEMORY_STATE, _TARGET),
         (_on_model(_MEMORY_STATE), _GRAPH_SPECS), {"rtol": 1e-3, "atol": 1e-4}),
+    # The stored memories' leading axis, which the replay scans, over "data".
+    "graph.generative_memory.predict+graph.generative_memory.update": (
+        _memory_step, (_MEMORY_STATE, _TARGET),
+        (_MEMORIES_ON_DATA, _GRAPH_SPECS), {"rtol": 1e-3, "atol": 1e-4}),
 }
 
 # The cases that took 2.5 s or more for both modes on 2 busy cores (nearly all

@@ -17,6 +17,7 @@ import pytest
 
 from jaxpapers import models
 from jaxpapers import moe
+from tests import nnx_sharding
 
 B, L, D, F, E, K = 4, 8, 8, 8, 8, 2
 _rng = np.random.default_rng(0)
@@ -44,13 +45,19 @@ def _param_specs(state):
   def spec(path, _):
     name = str(path[-2] if path[-1] == "value" else path[-1])
     return jax.P("model") if name in ("w_gate", "w_up", "w_down") else None
+  # A Variable's leaf path ends in the attribute "value" (a GetAttrKey).
   return jax.tree_util.tree_map_with_path(
-      lambda path, leaf: spec([getattr(p, "key", p) for p in path], leaf),
+      lambda path, leaf: spec([getattr(p, "key", getattr(p, "name", p))
+                               for p in path], leaf),
       state)
 
 
-def _layer_case(config, fn, *, expert_parallel=True):
-  """An MoE layer (a model of activations), split: weights on the mesh, x over "data"."""
+def _layer_case(config, fn, *, expert_parallel=True, fsdp=False):
+  """An MoE layer (a model of activations), split: weights on the mesh, x over "data".
+
+  The weights' experts are over "model", or with ``fsdp`` every float
+  parameter's first even axis is over "data", the batch's own axis.
+  """
   graphdef, state = nnx.split(moe.MoE(D, config, rngs=nnx.Rngs(0)))
   parallel = dataclasses.replace(config, data_axis="data", expert_axis="model")
   graphdef_parallel = nnx.graphdef(moe.MoE(D, parallel, rngs=nnx.Rngs(0)))
@@ -62,8 +69,8 @@ def _layer_case(config, fn, *, expert_parallel=True):
     nnx.reseed(layer, pool=jax.random.key(1))
     return fn(layer, x, segments)
 
-  return run, (state, _X, _SEGMENTS), (_param_specs(state), jax.P("data"),
-                                       jax.P("data"))
+  specs = nnx_sharding.fsdp_specs(state) if fsdp else _param_specs(state)
+  return run, (state, _X, _SEGMENTS), (specs, jax.P("data"), jax.P("data"))
 
 
 def _lm_loss_case():
@@ -115,6 +122,10 @@ CASES = {
     "moe.run_with_statistics+moe.routing_statistics+moe.expert_usage": (
         _layer_case(_TOPK, _statistics)),
     "moe.prune_experts+moe.mask_experts": _layer_case(_TOPK, _pruned_outputs),
+    # FSDP experts: the pruned experts are read from weights sharded along
+    # the expert axis over "data".
+    "moe.mask_experts+moe.prune_experts": _layer_case(_TOPK, _pruned_outputs,
+                                                      fsdp=True),
     "moe.dropless_experts": (
         lambda x, e, g, w: [moe.dropless_experts(x, e, g, w, grouped_matmul=m,
                                                  block_size=4)
@@ -163,6 +174,7 @@ NOT_SHARDED = {
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
     "moe.capacity_experts+moe.dropless_experts",
+    "moe.mask_experts+moe.prune_experts",
     "moe.MoE",
     "moe.MoE+moe.ExpertMask",
     "moe.MoE+moe.swiglu",

@@ -51,6 +51,8 @@ _TASK_SPECS = shell.Tasks(shell.Store(jax.P("data", "model"),
                           shell.Store(jax.P("data", "model"),
                                       jax.P("data", "model")),
                           jax.P("data"))
+# The prompts' rows over "model", the stores' rows over "data".
+_PROMPT_ROWS_SPECS = _TASK_SPECS._replace(prompt=jax.P("model"))
 _table = shell.command_table(_SCRIPT_LAYOUT)[0]
 _COMMANDS = jnp.asarray(_table[_rng.integers(0, len(_table), (B, 2))])
 # Fixed probe transcripts for evaluate: random tokens and spans (made here
@@ -83,6 +85,7 @@ _TINY_FSDP_SPECS = nnx_sharding.fsdp_specs(_TINY[1])
 _POLICY = _split(models.TransformerConfig(
     vocab_size=shell.VOCAB_SIZE, max_len=_LAYOUT.length, d_model=8,
     num_heads=2, num_layers=1, d_ff=16))
+_POLICY_FSDP_SPECS = nnx_sharding.fsdp_specs(_POLICY[1])
 
 
 def _echo(logits, targets, advantages, spans, rows):
@@ -105,6 +108,21 @@ def _decode(params, tokens):
   prefill, cache = rollout.decode(model, cache, tokens[:, :8], 0)
   step, cache = rollout.decode(model, cache, tokens[:, 8:9], 8)
   return prefill, step, cache
+
+
+def _decode_into(params, cache, prompt, token):
+  """A prefill of ``prompt``, then ``token`` decoded, into a given cache."""
+  model = nnx.merge(_TINY[0], params)
+  prefill, cache = rollout.decode(model, cache, prompt, 0)
+  step, cache = rollout.decode(model, cache, token, prompt.shape[1])
+  return prefill, step, cache
+
+
+# A KV cache of L positions, its length axis over "model" (sequence
+# parallelism) and its batch over "data".
+_CACHE = rollout.init_cache(nnx.merge(*_TINY[:2]), B, L)
+_CACHE_SPECS = rollout.Cache(jax.P(None, "data", "model"),
+                             jax.P(None, "data", "model"))
 
 
 def _adam(fn):
@@ -151,6 +169,13 @@ CASES = {
         _echo, (_LOGITS, _TARGETS, _ADVANTAGES, _SPANS, _ROWS),
         (jax.P("data", None, "model"), jax.P("data"), jax.P("data"),
          _SPAN_SPECS, jax.P("data"))),
+    # The targets' sequence axis over "model", the per-row inputs' rows too.
+    "rl.env_loss+rl.token_log_probs+rl.echo_masks+rl.world_model_only"
+    "+rl.echo_loss": (
+        _echo, (_LOGITS, _TARGETS, _ADVANTAGES, _SPANS, _ROWS),
+        (jax.P("data", None, "model"), jax.P("data", "model"),
+         jax.P("model"), shell.Spans(*[jax.P("model")] * 8),
+         jax.P("model"))),
     "rl.lambda_schedule": (
         _SCHEDULE, (jnp.arange(8, dtype=jnp.int32),), (jax.P("data"),)),
     "rl.echo.span_mask+rl.echo.shift_for_next_token": (
@@ -162,12 +187,23 @@ CASES = {
         _decode, (_TINY[1], _TARGETS), (_TINY[2], jax.P("data"))),
     "rl.rollout.decode+rl.rollout.init_cache": (
         _decode, (_TINY[1], _TARGETS), (_TINY_FSDP_SPECS, jax.P("data"))),
+    "rl.rollout.decode": (
+        _decode_into, (_TINY[1], _CACHE, _TARGETS[:, :8], _TARGETS[:, 8:9]),
+        (_TINY[2], _CACHE_SPECS, jax.P("data", "model"), jax.P("data"))),
     "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation"
     "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
     "+rl.shell.verify": (
         lambda tasks, commands: shell.scripted(tasks, commands,
                                                _SCRIPT_LAYOUT),
         (_TASKS, _COMMANDS), (_TASK_SPECS, jax.P("data"))),
+    # The command slots' width over "model", the prompts' rows too.
+    "rl.shell.step+rl.shell.scripted+rl.shell.execute+rl.shell.observation"
+    "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
+    "+rl.shell.verify": (
+        lambda tasks, commands: shell.scripted(tasks, commands,
+                                               _SCRIPT_LAYOUT),
+        (_TASKS, _COMMANDS),
+        (_PROMPT_ROWS_SPECS, jax.P("data", None, "model"))),
     "rl.training.warm_start_step+rl.training.random_transcripts"
     "+rl.training.pretraining_mask+rl.training.optimizer": (
         _warm_start, (_POLICY[1], _POOL, jax.random.key(2)),
@@ -175,6 +211,9 @@ CASES = {
     "rl.rollout.sample_split+rl.rollout.sample": (
         _sample, (_POLICY[1], _POOL, jax.random.key(5)),
         (_POLICY[2], _TASK_SPECS, None)),
+    "rl.rollout.sample+rl.rollout.sample_split": (
+        _sample, (_POLICY[1], _POOL, jax.random.key(5)),
+        (_POLICY[2], _PROMPT_ROWS_SPECS, None)),
     "rl.training.rl_step+rl.training.rl_loss"
     "+rl.training.transcript_log_probs": (
         _rl_step, (_POLICY[1], _POOL, jax.random.key(3)),
@@ -182,6 +221,14 @@ CASES = {
     "rl.training.evaluate": (
         _evaluate, (_POLICY[1], jax.random.key(4), _POOL, _PROBE),
         (_POLICY[2], None, _TASK_SPECS, _TRANSCRIPT_SPECS)),
+    # FSDP: the policy's parameters along the tasks' own "data" axis.
+    "rl.training.transcript_log_probs+rl.training.evaluate": (
+        _evaluate, (_POLICY[1], jax.random.key(4), _POOL, _PROBE),
+        (_POLICY_FSDP_SPECS, None, _TASK_SPECS, _TRANSCRIPT_SPECS)),
+    "rl.training.rl_step+rl.training.transcript_log_probs"
+    "+rl.training.rl_loss": (
+        _rl_step, (_POLICY[1], _POOL, jax.random.key(3)),
+        (_POLICY_FSDP_SPECS, _TASK_SPECS, None)),
 }
 
 _HOST_TEST = ("tests/rl/test_sharding.py::"
@@ -207,6 +254,16 @@ NOT_SHARDED = {
 # The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
 # of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
+    "rl.rollout.decode",
+    "rl.env_loss+rl.token_log_probs+rl.echo_masks+rl.world_model_only"
+    "+rl.echo_loss",
+    "rl.rollout.sample+rl.rollout.sample_split",
+    "rl.shell.step+rl.shell.scripted+rl.shell.execute+rl.shell.observation"
+    "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
+    "+rl.shell.verify",
+    "rl.training.transcript_log_probs+rl.training.evaluate",
+    "rl.training.rl_step+rl.training.transcript_log_probs"
+    "+rl.training.rl_loss",
     "rl.rollout.decode+rl.rollout.init_cache",
     "rl.token_log_probs+rl.echo_masks+rl.world_model_only+rl.echo_loss+rl.env_loss",
     "rl.rollout.init_cache+rl.rollout.decode",

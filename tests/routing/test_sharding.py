@@ -54,6 +54,11 @@ def _imitation(params, coords, tours, key):
   return paths, routing.imitation_loss(_model(params), coords, paths)
 
 
+def _step(params, coords, paths):
+  model = _model(params)
+  return model(coords, *paths[:3]), routing.imitation_loss(model, coords, paths)
+
+
 def _layer(params, x, valid):
   return _model(params).decoder[0](x, valid)
 
@@ -92,6 +97,20 @@ CASES = {
     "routing.optimizer+routing.train_steps": (
         _train, (_PARAMS, _COORDS, _TOURS, jax.random.key(3)),
         (_SPECS, jax.P("data"), jax.P("data"), None)),
+    # The city axis over "data" (the batch over "model"): the construction
+    # loop's per-city mask and the partial paths' per-position reads.
+    "routing.sample_tours+routing.greedy_tours+routing.HeavyDecoder": (
+        _decode, (_PARAMS, _COORDS, jax.random.key(1)),
+        (_SPECS, jax.P("model", "data"), None)),
+    "routing.imitation_loss+routing.partial_paths": (
+        _imitation, (_PARAMS, _COORDS, _TOURS, jax.random.key(2)),
+        (_SPECS, jax.P("model", "data"), jax.P("model", "data"), None)),
+    # The paths' unvisited masks sharded like the instances too.
+    "routing.HeavyDecoder+routing.imitation_loss": (
+        _step, (_PARAMS, _COORDS, routing.partial_paths(jax.random.key(2),
+                                                       _TOURS)),
+        (_SPECS, jax.P("model", "data"), routing.PartialPaths(
+            *[jax.P("model")] * 2, jax.P("model", "data"), jax.P("model")))),
     "routing.greedy_gaps": (
         functools.partial(routing.greedy_gaps, graphdef=_GRAPHDEF),
         (_PARAMS, _COORDS, jnp.full((8,), 2.0)),
@@ -126,6 +145,9 @@ SLOW_CASES = {
     "routing.greedy_tours+routing.sample_tours+routing.HeavyDecoder",
     "routing.optimizer+routing.train_steps",
     "routing.partial_paths+routing.imitation_loss",
+    "routing.sample_tours+routing.greedy_tours+routing.HeavyDecoder",
+    "routing.imitation_loss+routing.partial_paths",
+    "routing.HeavyDecoder+routing.imitation_loss",
 }
 
 
