@@ -55,6 +55,20 @@ def standard_dtype_promotion():
     yield
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_compilation_caches():
+  """Drops jax's compilation caches after each test module.
+
+  Every executable a process keeps holds memory maps of its own: one slow
+  sharding module took a worker to about 20,000 of Linux's default 65,530.
+  A worker that kept all it compiled for the whole slow suite crashed inside
+  the XLA:CPU compiler (a segfault, then an abort) in the same routing case.
+  A module's programs are compiled again at most once in a later module.
+  """
+  yield
+  jax.clear_caches()
+
+
 def _contract_mesh(mode):
   """The sharding contract's (2, 4) ("data", "model") mesh with ``mode`` axes.
 
