@@ -3,15 +3,40 @@
 Eight virtual CPU devices let sharding tests build (2, 4) meshes on one CPU;
 strict dtype promotion and rank promotion errors catch silent upcasts and
 broadcasting bugs that would otherwise pass on small shapes.
+
+Most of the suite's time is XLA compiling small programs, so two settings
+make compiling cheaper without changing what is compiled:
+
+* LLVM's backend runs at -O0 (``--xla_backend_optimization_level=0``): XLA's
+  own HLO passes (simplification, fusion, layout) run as always; only the
+  machine code of each fused kernel is optimised less, which cuts compile
+  time by about a quarter and costs nothing on test-sized arrays. This applies
+  to the test process only: the experiment binaries that tests launch get
+  XLA's default code generation (their runs are long enough to need it).
+* jax's persistent compilation cache, in ``.jax_test_cache/`` at the
+  repository root (gitignored; ``JAX_COMPILATION_CACHE_DIR`` overrides it):
+  the xdist workers, the modules after each ``jax.clear_caches()``, the
+  binaries a test launches several times and the later stages of one
+  ``.ci/run`` reuse what was compiled once. A fresh clone starts empty.
 """
 
 import os
+import pathlib
 
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-).strip()
+_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
+_FAST_CODEGEN_FLAGS = ("--xla_backend_optimization_level=0"
+                       " --xla_llvm_disable_expensive_passes=true")
+_SUBPROCESS_XLA_FLAGS = f"{os.environ.get('XLA_FLAGS', '')} {_DEVICES_FLAG}".strip()
+os.environ["XLA_FLAGS"] = f"{_SUBPROCESS_XLA_FLAGS} {_FAST_CODEGEN_FLAGS}"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR",
+    str(pathlib.Path(__file__).resolve().parent.parent / ".jax_test_cache"))
+# Every program, however quick to compile: tests compile thousands of small
+# ones, and jax's defaults (1 s, or a minimum entry size) would skip nearly all.
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 from hypothesis import settings  # pylint: disable=g-import-not-at-top
 import jax  # pylint: disable=g-import-not-at-top
@@ -19,6 +44,11 @@ import pytest  # pylint: disable=g-import-not-at-top
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# The backend (started at the first device query) has read the fast code
+# generation flags; subprocesses, the experiment binaries, inherit only the
+# device count.
+jax.devices()
+os.environ["XLA_FLAGS"] = _SUBPROCESS_XLA_FLAGS
 
 # The same examples on every run, so that CI's verdict on a commit does not
 # depend on the draw; explore new ones with --hypothesis-seed=random. No
@@ -28,6 +58,19 @@ settings.register_profile("jaxpapers", derandomize=True, deadline=None)
 settings.load_profile("jaxpapers")
 
 NUM_TEST_DEVICES = 8
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+  """Under ``pytest -n N``, each test module runs whole in one worker.
+
+  xdist's default ("load") spreads a module's tests over the workers, so
+  both compile the module's programs and build its fixtures; ``--dist
+  loadfile`` keeps them together (an explicit ``--dist`` other than "load"
+  is left alone).
+  """
+  if getattr(config.option, "dist", "no") == "load":
+    config.option.dist = "loadfile"
 
 
 def pytest_sessionstart(session):
@@ -55,83 +98,37 @@ def standard_dtype_promotion():
     yield
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _fresh_compilation_caches():
-  """Drops jax's compilation caches after each test module.
+# Linux's default vm.max_map_count is 65,530 memory maps per process.
+_MAX_MEMORY_MAPS_KEPT = 30_000
 
-  Every executable a process keeps holds memory maps of its own: one slow
-  sharding module took a worker to about 20,000 of Linux's default 65,530.
-  A worker that kept all it compiled for the whole slow suite crashed inside
-  the XLA:CPU compiler (a segfault, then an abort) in the same routing case.
-  A module's programs are compiled again at most once in a later module.
+
+def _memory_maps():
+  with open("/proc/self/maps") as maps:
+    return sum(1 for _ in maps)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _bounded_compilation_caches():
+  """Drops jax's compilation caches after a module once they hold too many maps.
+
+  XLA:CPU maps the machine code and constants of every executable it keeps
+  into memory of their own: about six memory maps per compiled program
+  (measured: 200 small jitted functions add 1,199 maps). jax keeps every
+  executable in its in-memory caches for the life of the process, so an
+  xdist worker that runs the whole slow suite passed Linux's default limit
+  of 65,530 maps and XLA's compiler then failed to map new code (a segfault,
+  then an abort, in a routing case; one slow sharding module alone took a
+  worker to about 20,000). Dropping the caches releases the maps; below
+  half the limit they are kept, so later modules reuse what earlier ones
+  compiled (the persistent compilation cache serves what was dropped).
   """
   yield
-  jax.clear_caches()
-
-
-def _contract_mesh(mode):
-  """The sharding contract's (2, 4) ("data", "model") mesh with ``mode`` axes.
-
-  ``mode`` is "Auto" or "Explicit", the name of a ``jax.sharding.AxisType``.
-  """
-  return jax.make_mesh((2, 4), ("data", "model"),
-                       axis_types=(getattr(jax.sharding.AxisType, mode),) * 2)
+  if _memory_maps() > _MAX_MEMORY_MAPS_KEPT:
+    jax.clear_caches()
 
 
 @pytest.fixture(name="contract_mesh")
 def contract_mesh_fixture():
-  """``contract_mesh(mode)``: the mesh every sharding test runs in."""
-  return _contract_mesh
-
-
-def _check_sharded_call(case, mode):
-  """Runs ``case`` jitted on sharded inputs inside a (2, 4) mesh of ``mode``.
-
-  ``case`` is ``(fn, inputs, specs)`` or ``(fn, inputs, specs, tolerances)``:
-  ``specs`` holds one PartitionSpec (or pytree of them, or None for a
-  replicated input) per input, and ``tolerances`` overrides chex's
-  ``rtol``/``atol``. The result must equal the unsharded call's in tree,
-  shape, dtype and value.
-  """
-  import chex  # pylint: disable=g-import-not-at-top
-  fn, inputs, specs, *rest = case
-  tolerances = {"rtol": 1e-5, "atol": 1e-6, **(rest[0] if rest else {})}
-  expected = jax.jit(fn)(*inputs)
-  with jax.set_mesh(_contract_mesh(mode)):
-    sharded = [_put(x, spec) for x, spec in zip(inputs, specs)]
-    got = jax.jit(fn)(*sharded)
-  chex.assert_trees_all_equal_shapes_and_dtypes(got, expected)
-  chex.assert_trees_all_close(got, expected, **tolerances)
-
-
-def _put(tree, spec):
-  """Places every leaf of ``tree`` by ``spec``: one spec, a pytree of them, or None."""
-  if spec is None:
-    return tree
-  if isinstance(spec, jax.sharding.PartitionSpec):
-    return jax.tree.map(lambda leaf: jax.device_put(leaf, spec), tree)
-  return jax.tree.map(lambda s, leaf: _put(leaf, s), spec, tree,
-                      is_leaf=lambda s: s is None or isinstance(
-                          s, jax.sharding.PartitionSpec))
-
-
-@pytest.fixture(name="check_sharded_call")
-def check_sharded_call_fixture():
-  """The sharding contract's runner (see ``_check_sharded_call``)."""
-  return _check_sharded_call
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-  """Marks the sharding cases a module lists in ``SLOW_CASES`` as slow.
-
-  Runs before ``-m`` deselects, so those cases leave the default suite and
-  run with ``-m slow`` (CI runs both): the cases that compile a training
-  loop, a rollout or a ``while_loop`` twice per mode take tens of seconds.
-  """
-  del config
-  for item in items:
-    slow = getattr(getattr(item, "module", None), "SLOW_CASES", ())
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None and callspec.params.get("name") in slow:
-      item.add_marker(pytest.mark.slow)
+  """``contract_mesh(mode)``: the (2, 4) mesh every sharding test runs in."""
+  from tests import sharding_checks  # pylint: disable=g-import-not-at-top
+  return sharding_checks.contract_mesh

@@ -3,18 +3,18 @@
 The public API is what each ``jaxpapers.<area>`` package (and the top-level
 ``tree`` and ``profiling`` modules) defines or re-exports from jaxpapers. Each
 ``tests/**/test_sharding*.py`` file holds ``CASES`` (keys name the functions a
-case covers, joined by ``+``; run under Auto and Explicit meshes) and may hold
-``NOT_SHARDED`` (name -> why the function takes no device arrays, or which
-other test checks it under meshes), and may list in ``SLOW_CASES`` the
-cases that run in the slow suite (tests/conftest.py marks them). A function
-added to an area without either fails here, so later areas are held to the
-same contract.
+case covers, joined by ``+``; traced under Auto and Explicit meshes by
+tests/sharding_checks.py), ``NUMERIC_CASES`` (the cases also run and compared
+numerically, in the modes listed) and may hold ``NOT_SHARDED`` (name -> why
+the function takes no device arrays, or which other test checks it under
+meshes) and ``SLOW_CASES`` (numeric cases that run in the slow suite). A
+function added to an area without either fails here, so later areas are held
+to the same contract.
 """
 
 import ast
 import enum
 import importlib
-import importlib.util
 import inspect
 import pathlib
 import pkgutil
@@ -89,12 +89,11 @@ def public_functions():
 
 
 def _sharding_tables():
+  # The name pytest's importlib mode gives a test module, so that a table
+  # already collected is not executed (and its inputs built) a second time.
   for path in sorted(_TESTS.rglob("test_sharding*.py")):
-    spec = importlib.util.spec_from_file_location(
-        f"_sharding_table_{path.parent.name}_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield path, module
+    relative = path.relative_to(_TESTS.parent).with_suffix("")
+    yield path, importlib.import_module(".".join(relative.parts))
 
 
 @pytest.fixture(scope="module", name="tables")
@@ -136,7 +135,24 @@ def test_every_exemption_gives_a_reason_and_its_references_exist(tables):
       assert f"def {test}(" in source, f"{name}: {path}::{test} does not exist"
 
 
-def test_slow_cases_are_cases():
+def test_numeric_and_slow_cases_are_cases():
   for path, module in _sharding_tables():
-    unknown = set(getattr(module, "SLOW_CASES", ())) - set(module.CASES)
-    assert not unknown, f"{path.name}: SLOW_CASES not in CASES: {unknown}"
+    if not module.CASES:
+      continue
+    numeric = module.NUMERIC_CASES
+    unknown = set(numeric) - set(module.CASES)
+    assert not unknown, f"{path}: NUMERIC_CASES not in CASES: {unknown}"
+    for name, modes in numeric.items():
+      assert modes and set(modes) <= {"Auto", "Explicit"}, (path, name, modes)
+    slow = set(getattr(module, "SLOW_CASES", ()))
+    assert slow <= set(numeric), f"{path}: SLOW_CASES not numeric: {slow}"
+
+
+def test_every_table_checks_numbers_in_both_modes():
+  """At least one numeric case per table (an area, or a cross-area table) and mode."""
+  for path, module in _sharding_tables():
+    if not module.CASES:
+      continue
+    for mode in ("Auto", "Explicit"):
+      assert any(mode in modes for modes in module.NUMERIC_CASES.values()), (
+          f"{path}: no case is compared numerically under {mode} axes")

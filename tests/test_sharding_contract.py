@@ -11,7 +11,6 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from jaxpapers import amr
 from jaxpapers import graph
@@ -19,6 +18,7 @@ from jaxpapers import losses
 from jaxpapers import moe
 from jaxpapers import rl
 from jaxpapers import routing
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -117,15 +117,16 @@ CASES = {
         (jax.P("data", "model"), jax.P("data", "model"))),
 }
 
-# The cases that took 2.5 s or more for both modes on 2 busy cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "moe.topk_route+moe.emo_route",
+
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "amr.build_quadtree+amr.tokenize": ("Auto", "Explicit"),
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES))

@@ -49,15 +49,16 @@ import numpy as np
 
 TRUST_MODES = ("quadratic", "exact")
 CONTRASTS = ("cond", "post_cfg")
-# The exact radius is searched on [0, EXACT_BRACKET]: a shift of 50 nats of
-# log-odds already saturates a float32 sigmoid.
-EXACT_BRACKET = 50.0
 # Keeps the quadratic radius finite where p(1 - p) underflows.
 QUADRATIC_FLOOR = 1e-6
-# The exact search aims this relative margin below the budget: float32
-# rounding of the KL (relative 1e-6 to 1e-5 at small budgets), or a fusion
-# that evaluates it slightly differently, must not lift a bit over epsilon.
-EXACT_MARGIN = 1e-4
+# The exact search doubles its bracket from 1 at most this often: 2^100 nats
+# of log-odds is far past where a float32 sigmoid saturates.
+EXACT_DOUBLINGS = 100
+# The exact search keeps KL + KL_ROUNDING * eps32 * (first-order terms + KL)
+# <= epsilon: the float32 rounding of the KL, however another program fuses
+# it, stays within a few units in the last place of the two first-order terms
+# whose sum cancels to the second-order KL.
+KL_ROUNDING = 16.0
 
 
 class BitEdit(NamedTuple):
@@ -164,28 +165,49 @@ def cfg(cond: jax.Array, uncond: jax.Array,
   return scale * cond + (1 - scale) * uncond
 
 
+def _kl_terms(clean_log_odds, shift):
+  """``(q, 1 - q, A, B)`` with ``KL = q A + (1 - q) B`` (see bernoulli_kl)."""
+  shifted = clean_log_odds + shift
+  q, one_minus_q = jax.nn.sigmoid(shifted), jax.nn.sigmoid(-shifted)
+  # A = log s(l + d) - log s(l) = log1p(expm1(d) (1 - q)) and
+  # B = log s(-l - d) - log s(-l) = log1p(expm1(-d) q): no cancellation of
+  # two log-sigmoids of size |l| at small |d|. Past |d| = 1 the differences
+  # are at least of order |d| and the plain form is exact enough (and
+  # expm1 would overflow).
+  small = jnp.abs(shift) < 1
+  small_shift = jnp.where(small, shift, jnp.zeros_like(shift))
+  log_sigmoid = jax.nn.log_sigmoid
+  a = jnp.where(small, jnp.log1p(jnp.expm1(small_shift) * one_minus_q),
+                log_sigmoid(shifted) - log_sigmoid(clean_log_odds))
+  b = jnp.where(small, jnp.log1p(jnp.expm1(-small_shift) * q),
+                log_sigmoid(-shifted) - log_sigmoid(-clean_log_odds))
+  return q, one_minus_q, a, b
+
+
 def bernoulli_kl(clean_log_odds: jax.Array, shift: jax.Array) -> jax.Array:
   r"""Per-bit :math:`\mathrm{KL}(\text{Bern}(\sigma(\ell + \delta)) \,\|\, \text{Bern}(\sigma(\ell)))`.
 
   .. math::
-    \mathrm{KL}(\delta) = \sigma(\ell + \delta)\,\delta
-      - [\operatorname{softplus}(\ell + \delta) - \operatorname{softplus}(\ell)],
+    \mathrm{KL}(\delta) = q\,A + (1 - q)\,B, \quad
+    A = \log\frac{q}{p} = \operatorname{log1p}\big((e^{\delta} - 1)(1 - q)\big),
+    \quad
+    B = \log\frac{1 - q}{1 - p} = \operatorname{log1p}\big((e^{-\delta} - 1)\,q\big),
 
-  zero at :math:`\delta = 0`, increasing in :math:`|\delta|`, with
-  derivative :math:`q (1 - q)\,\delta`, :math:`q = \sigma(\ell + \delta)`.
-  Evaluated as :math:`q \log\frac{q}{p} + (1 - q)\log\frac{1 - q}{1 - p}`
-  with log-sigmoids, which avoids the cancellation of two softplus values
-  of size :math:`|\ell|` at small budgets.
+  :math:`p = \sigma(\ell)`, :math:`q = \sigma(\ell + \delta)`: zero at
+  :math:`\delta = 0`, increasing in :math:`|\delta|` towards
+  :math:`\operatorname{softplus}(-\operatorname{sign}(\delta)\,\ell)`,
+  with derivative :math:`q (1 - q)\,\delta`. The log1p/expm1 forms (for
+  :math:`|\delta| < 1`) avoid the cancellation of two log-sigmoids of size
+  :math:`|\ell|`, so the float32 error is a few units in the last place of
+  the first-order terms :math:`q|A|` and :math:`(1-q)|B|` (whose sum cancels
+  to the second-order KL), not of :math:`|\ell|`.
 
   Example:
     >>> float(bernoulli_kl(jnp.array(0.0), jnp.array(0.0)))
     0.0
   """
-  shifted = clean_log_odds + shift
-  q = jax.nn.sigmoid(shifted)
-  log_sigmoid = jax.nn.log_sigmoid
-  return (q * (log_sigmoid(shifted) - log_sigmoid(clean_log_odds))
-          + (1 - q) * (log_sigmoid(-shifted) - log_sigmoid(-clean_log_odds)))
+  q, one_minus_q, a, b = _kl_terms(clean_log_odds, shift)
+  return q * a + one_minus_q * b
 
 
 def trust_radius(clean_log_odds: jax.Array, direction: jax.Array,
@@ -197,11 +219,19 @@ def trust_radius(clean_log_odds: jax.Array, direction: jax.Array,
   ``"quadratic"``: :math:`\delta_{\max} = \sqrt{2\varepsilon / (p(1-p) +
   10^{-6})}` from :math:`\mathrm{KL} \approx \frac12 p(1-p)\delta^2`,
   :math:`p = \sigma(\ell)`. ``"exact"``: the root of
-  :math:`\mathrm{KL}(\operatorname{sign}(\delta)\,x) = \varepsilon` on
-  :math:`[0, 50]` by ``bisection_steps`` halvings, aimed at
-  :math:`\varepsilon (1 - 10^{-4})` and returning the lower end of the
-  bracket, so :math:`\mathrm{KL} \le \varepsilon` holds despite float32
-  rounding. ``epsilon = inf`` gives an infinite radius.
+  :math:`\mathrm{KL}(\operatorname{sign}(\delta)\,x) = \varepsilon`: a
+  bracket doubled from :math:`[0, 1]` until it holds the root (at most
+  ``EXACT_DOUBLINGS`` times), then ``bisection_steps`` halvings, returning the
+  lower end of the bracket. Every accepted :math:`x` satisfies
+  :math:`\mathrm{KL} + 16\,\epsilon_{32}(q|A| + (1-q)|B| + \mathrm{KL}) \le
+  \varepsilon` (see :func:`bernoulli_kl`), so :math:`\mathrm{KL} \le
+  \varepsilon` holds for every :math:`\varepsilon > 0` despite float32
+  rounding, however the KL is evaluated; at budgets near the rounding (below
+  about :math:`10^{-10}` for bits with :math:`p(1-p) \approx 1/4`) the radius
+  is conservative. The KL along a direction is bounded by
+  :math:`\operatorname{softplus}(-\operatorname{sign}(\delta)\,\ell)` (the
+  surprise of the bit's other value), so a budget at or above that bound
+  gives an infinite radius, as does ``epsilon = inf``.
 
   Args:
     clean_log_odds: :math:`\ell_T`, any shape.
@@ -244,18 +274,33 @@ def trust_radius(clean_log_odds: jax.Array, direction: jax.Array,
     radius = jnp.sqrt(2 * finite_epsilon / (p * (1 - p) + QUADRATIC_FLOOR))
     return jnp.where(unbounded, jnp.inf, radius)
   sign = jnp.where(direction < 0, -1.0, 1.0).astype(clean_log_odds.dtype)
+  rounding = KL_ROUNDING * jnp.finfo(clean_log_odds.dtype).eps
+
+  def inside(magnitude):
+    q, one_minus_q, a, b = _kl_terms(clean_log_odds, sign * magnitude)
+    kl = q * a + one_minus_q * b
+    first_order = q * jnp.abs(a) + one_minus_q * jnp.abs(b)
+    return kl + rounding * (first_order + kl) <= finite_epsilon
+
+  def double(_, high):
+    return jnp.where(inside(high), 2 * high, high)
+
+  one = jnp.ones_like(clean_log_odds)
+  high = jax.lax.fori_loop(0, EXACT_DOUBLINGS, double, one)
+  # The last doubling was taken from an accepted magnitude (or none was).
+  low = jnp.where(high > 1, 0.5 * high, jnp.zeros_like(high))
 
   def halve(_, bracket):
     low, high = bracket
     middle = 0.5 * (low + high)
-    inside = (bernoulli_kl(clean_log_odds, sign * middle)
-              <= finite_epsilon * (1 - EXACT_MARGIN))
-    return jnp.where(inside, middle, low), jnp.where(inside, high, middle)
+    accepted = inside(middle)
+    return jnp.where(accepted, middle, low), jnp.where(accepted, high, middle)
 
-  low = jnp.zeros_like(clean_log_odds)
-  high = jnp.full_like(clean_log_odds, EXACT_BRACKET)
   low, _ = jax.lax.fori_loop(0, bisection_steps, halve, (low, high))
-  return jnp.where(unbounded, jnp.inf, low)
+  # Where even the last doubling stayed inside, the root is past 2^100 nats.
+  low = jnp.where(inside(high), high, low)
+  unreachable = jax.nn.softplus(-sign * clean_log_odds) <= finite_epsilon
+  return jnp.where(unbounded | unreachable, jnp.inf, low)
 
 
 def project(clean_log_odds: jax.Array, shift: jax.Array,

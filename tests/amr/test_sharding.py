@@ -19,6 +19,7 @@ import pytest
 from jaxpapers import amr
 from jaxpapers import tree as tree_lib
 from tests import nnx_sharding
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -205,29 +206,25 @@ for _name in ("quadtree_rollout", "native_rollout", "uniform_rollout",
       f" fields in {_ROLLOUT_TEST}")
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "amr.TokenBackbone+amr.ParallelBlock",
-    "amr.ExpandBlock+amr.ShrinkBlock",
-    "amr.NativeWAMRViT",
-    "amr.ParallelBlock",
-    "amr.TokenBackbone",
-    "amr.UniformViT",
-    "amr.WAMRViT+amr.residual_step",
-    "amr.batch_loss",
-    "amr.build_meshes+amr.regrid_native",
-    "amr.build_quadtree+amr.tokenize+amr.detokenize",
-    "amr.regrid",
-    "amr.relative_l2+amr.pushforward_loss",
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "amr.NativeWAMRViT": ("Explicit",),
+    "amr.batch_loss": ("Explicit",),
+    "amr.build_meshes+amr.regrid_native": ("Explicit",),
+    "amr.build_quadtree+amr.tokenize+amr.detokenize": ("Explicit",),
+    "amr.finest_pixels": ("Explicit",),
+    "amr.patchify+amr.unpatchify": ("Auto",),
+    "amr.regrid": ("Explicit",),
+    "amr.trajectory_meshes": ("Explicit",),
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES))
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ Episodes are vmapped (the environment's documented batching) over keys,
 reset states and bids sharded along the mesh's data axis; per-episode
 arrays (candidate slots, rollouts, bid grids) and the PPO networks' hidden
 width go along the model axis where they divide (see
-``check_sharded_call`` in tests/conftest.py). Seeds are also vmapped
+tests/sharding_checks.py, which traces every case). Seeds are also vmapped
 data-parallel around the functions that vmap their own environments or
 thetas (PPO's training and rollouts, the best fixed shading).
 """
@@ -13,7 +13,6 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import pytest
 
 from jaxpapers import auctions
 from jaxpapers.auctions import dp_oracle
@@ -21,6 +20,7 @@ from jaxpapers.auctions import environment as env_lib
 from jaxpapers.auctions import mpc
 from jaxpapers.auctions import myopic
 from jaxpapers.auctions import ppo
+from tests import sharding_checks
 
 # 12 candidate slots per episode, 8 episodes, 8 points per bid grid row.
 _PARAMS = auctions.EnvParams(format="first", horizon=2.0, base_intensity=3.0)
@@ -298,21 +298,39 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-_FAST_CASES = {
-    "auctions.environment.intensity+auctions.environment.competing_log_mean"
-    "+auctions.environment.win_probability",
-    "auctions.myopic.first_price_bid+auctions.myopic.first_price_bid_fast"
-    "+auctions.myopic.myopic_bid",
-    "auctions.myopic.myopic_valuation+auctions.myopic.fixed_shading",
-    "auctions.ppo.features+auctions.ppo.shading+auctions.ppo.greedy_policy",
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "auctions.mpc.run_mpc_episode+auctions.mpc.run_mpc_from": ("Explicit",),
+    "auctions.myopic.best_fixed_shading": ("Explicit",),
+    "auctions.myopic.best_fixed_shading+auctions.myopic.run_episode":
+        ("Explicit",),
+    "auctions.myopic.run_episode+auctions.myopic.best_fixed_shading":
+        ("Explicit",),
+    "auctions.myopic.run_episode+auctions.myopic.run_from": ("Explicit",),
+    "auctions.ppo.collect": ("Explicit",),
+    "auctions.ppo.collect+auctions.ppo.features": ("Explicit",),
+    "auctions.ppo.loss": ("Auto", "Explicit"),
+    "auctions.ppo.train": ("Explicit",),
+    "auctions.ppo.train+auctions.ppo.collect": ("Explicit",),
+    "auctions.reset+auctions.step": ("Explicit",),
 }
-SLOW_CASES = set(CASES) - _FAST_CASES
+# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
+# the slow suite, `pytest -m slow`, which CI runs.
+SLOW_CASES = {
+    "auctions.mpc.run_mpc_episode+auctions.mpc.run_mpc_from",
+    "auctions.myopic.best_fixed_shading+auctions.myopic.run_episode",
+    "auctions.myopic.run_episode+auctions.myopic.run_from",
+    "auctions.ppo.collect",
+    "auctions.ppo.collect+auctions.ppo.features",
+    "auctions.ppo.train",
+    "auctions.ppo.train+auctions.ppo.collect",
+    "auctions.reset+auctions.step",
+}
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES, SLOW_CASES))

@@ -9,9 +9,9 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from jaxpapers import continual
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -112,18 +112,16 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "continual.CosineClassifier+continual.LowRankAdapter",
-    "continual.init+continual.update+continual.fuse+continual.objective",
-    "continual.init_learner",
-    "continual.train_task+continual.logits+continual.predict+continual.adapter_fisher",
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "continual.CosineClassifier+continual.LowRankAdapter": ("Explicit",),
+    "continual.adapter_fisher+continual.CosineClassifier": ("Auto",),
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES))

@@ -9,10 +9,10 @@ measures with sharded parameters also get a case with sharded batches here.
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from jaxpapers import curvature
 from jaxpapers import tree as tree_lib
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -106,17 +106,15 @@ CASES = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "curvature.batch_sharpness+curvature.gni+curvature.hvp+curvature.quadratic_form+curvature.lambda_max+curvature.check_scalar_loss",
-    "curvature.batch_sharpness_adaptive",
-    "curvature.linearize_gradient",
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "curvature.directional_curvature": ("Auto", "Explicit"),
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES))

@@ -1,8 +1,8 @@
 """jaxpapers.data under Auto and Explicit meshes gives the unsharded numbers.
 
 Every case runs jitted on inputs sharded along the batch ("data") and/or a
-feature axis ("model") of a (2, 4) mesh (see ``check_sharded_call`` in
-tests/conftest.py): keys of a batch of draws, the data set sampled from, or
+feature axis ("model") of a (2, 4) mesh (see tests/sharding_checks.py,
+which traces every case): keys of a batch of draws, the data set sampled from, or
 a token batch (along its batch and its sequence axis).
 The host-side (numpy) split and windowing take device arrays too; they are
 checked on sharded arrays eagerly below.
@@ -18,6 +18,7 @@ import pytest
 from jaxpapers import data
 from jaxpapers.data import multidomain
 from jaxpapers.data import text
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _KEYS = jax.random.split(jax.random.key(0), 8)
@@ -123,22 +124,18 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "data.take+data.minibatch_indices",
-    "data.advection_trajectory",
-    "data.minibatch_indices",
-    "data.sample_minibatches",
-    "data.text.sample_windows",
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "data.multidomain.consecutive_windows": ("Auto", "Explicit"),
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES))
 
 
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])

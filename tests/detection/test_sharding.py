@@ -10,10 +10,10 @@ axes, and the calibration fit a response vector sharded along "model".
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from jaxpapers import detection
 from jaxpapers.detection import blobs
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _SCORES_BxN = jnp.asarray(_rng.uniform(size=(8, 16)), jnp.float32)
@@ -130,18 +130,18 @@ CASES = {
         (None, _PROPOSAL_SPECS)),
 }
 
-# The cases that took 2.5 s or more for both modes (nearly all of it
-# compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "detection.blobs.blob_images",
-    "detection.blobs.fit_calibration",
-    "detection.blobs.log_proposals",
-    "detection.blobs.proposal_labels",
+
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "detection.blobs.proposal_labels": ("Explicit",),
+    "detection.confidences+detection.dq_detr+detection.share_batch_max+"
+    "detection.top_k_queries": ("Auto",),
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES))

@@ -41,34 +41,6 @@ class _Crash(Exception):
   pass
 
 
-@pytest.mark.slow  # a training run, crashed and resumed twice over
-@pytest.mark.usefixtures("standard_dtype_promotion")  # optax.adamw
-def test_run_resumed_after_a_crash_equals_the_uninterrupted_run(tmp_path,
-                                                                monkeypatch):
-  config = _tiny_config()
-  data = _tiny_data(config)
-  straight = _train(tmp_path / "straight", config, data)
-  assert [r["step"] for r in straight] == [0, 5, 10, 15, 20]
-
-  chunk = ema_nesterov._train_chunk  # pylint: disable=protected-access
-  calls = []
-
-  def crash_on_the_fourth_chunk(*args, **kwargs):
-    calls.append(1)
-    if len(calls) == 4:  # after step 15 was logged; last checkpoint: step 10
-      raise _Crash
-    return chunk(*args, **kwargs)
-
-  monkeypatch.setattr(ema_nesterov, "_train_chunk", crash_on_the_fourth_chunk)
-  with pytest.raises(_Crash):
-    _train(tmp_path / "resumed", config, data)
-  monkeypatch.setattr(ema_nesterov, "_train_chunk", chunk)
-  assert _train(tmp_path / "resumed", config, data) == straight
-  # The lookahead was on (anchor != gradient point) while training ran.
-  on = [r for r in straight if 0 < r["step"] < 20]
-  assert any(r["valid_bpb"] != r["valid_bpb_at_gradient_point"] for r in on)
-
-
 @pytest.mark.usefixtures("standard_dtype_promotion")  # optax.adamw
 def test_a_diverged_run_stops_and_is_not_continued(tmp_path, monkeypatch):
   config = _tiny_config()

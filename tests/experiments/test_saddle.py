@@ -162,22 +162,6 @@ def test_validate_rejects_what_the_binary_cannot_run():
 
 
 @pytest.mark.slow
-def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
-  args = ["--config", "experiments/configs/saddle.py:smoke", *_flags(TINY),
-          "--config.steps_per_chunk=20", "--config.rtol=1e-5"]
-  straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-  done = testing.run("saddle", args, straight)
-  assert done.returncode == 0, done.stderr[-3000:]
-  # Step 50 is past the step-40 checkpoint.
-  testing.kill_after_step("saddle", args, resumed,
-                          "ratio4_extragradient_x1.jsonl", 50)
-  again = testing.run("saddle", args, resumed)
-  assert again.returncode == 0, again.stderr[-3000:]
-  assert "resumed at step" in again.stderr
-  _assert_same_numbers(_read(resumed), _read(straight))
-
-
-@pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
   report = testing.run_smoke("saddle", tmp_path)
   run_data = report["run_data"]

@@ -118,10 +118,3 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   assert native[0] == frozen[0]
 
 
-@pytest.mark.slow
-def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
-  # Killed at the first training record of a later run; timings differ
-  # between any two runs and are not compared.
-  testing.assert_resume_matches("wamrvit", SMOKE, tmp_path,
-                                "vit_p4_seed0.jsonl", 0,
-                                wall_clock_keys=TIMING)

@@ -22,6 +22,7 @@ from jaxpapers.graph import gcn
 from jaxpapers.graph import generative_memory
 from jaxpapers.graph import tta
 from tests import nnx_sharding
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -275,12 +276,6 @@ CASES = {
         (_MEMORIES_ON_DATA, _GRAPH_SPECS), {"rtol": 1e-3, "atol": 1e-4}),
 }
 
-# The cases that took 2.5 s or more for both modes on 2 busy cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = set(CASES) - {
-    "graph.batch+graph.check_graph+graph.node_features+graph.node_mask",
-    "graph.zero_out_padding",
-}
 
 _HOST_HELPERS = ("host-side numpy on concrete arrays (not jittable); run on"
                  " sharded arrays by tests/graph/test_sharding.py::"
@@ -322,11 +317,31 @@ NOT_SHARDED = {
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "graph.baselines.im_adaptation": ("Explicit",),
+    "graph.baselines.im_step": ("Explicit",),
+    "graph.generative_memory.predict+graph.generative_memory.update":
+        ("Explicit",),
+    "graph.generative_memory.update+graph.generative_memory.predict":
+        ("Explicit",),
+    "graph.zero_out_padding": ("Auto",),
+}
+# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
+# the slow suite, `pytest -m slow`, which CI runs.
+SLOW_CASES = {
+    "graph.baselines.im_adaptation",
+    "graph.generative_memory.predict+graph.generative_memory.update",
+    "graph.generative_memory.update+graph.generative_memory.predict",
+}
+
+
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES, SLOW_CASES))
 
 
 def _place(tree, specs):

@@ -10,10 +10,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from jaxpapers import matching
 from jaxpapers import tree
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.uniform(size=shape), jnp.float32)
@@ -52,15 +52,21 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "matching.ShiftedQuadtree": ("Explicit",),
+    "matching.cost_matrix": ("Auto",),
+}
+# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
+# the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
     "matching.ShiftedQuadtree",
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES, SLOW_CASES))

@@ -1,8 +1,8 @@
 """jaxpapers.models under Auto and Explicit meshes gives the unsharded numbers.
 
 Every case runs jitted on inputs sharded along the batch ("data") and/or a
-feature axis ("model") of a (2, 4) mesh (see ``check_sharded_call`` in
-tests/conftest.py). nnx models are split: their parameters are placed on the
+feature axis ("model") of a (2, 4) mesh (see tests/sharding_checks.py,
+which traces every case). nnx models are split: their parameters are placed on the
 mesh (the FFN width over "model", Megatron style) and merged inside the
 jitted function.
 """
@@ -15,6 +15,7 @@ import pytest
 
 from jaxpapers import models
 from tests import nnx_sharding
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _f32 = lambda *shape: jnp.asarray(_rng.normal(size=shape), jnp.float32)
@@ -156,22 +157,19 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "models.Transformer+models.dense_ffn+models.MLP+models.next_token_loss+models.attention_mask",
-    "models.Transformer+models.next_token_loss",
-    "models.Transformer+models.gather_fsdp_params",
-    "models.Transformer+models.gather_fsdp_params+models.MLP",
-    "models.init_mlp+models.apply_mlp",
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "models.attention_mask": ("Auto",),
+    "models.gather_fsdp_params_like": ("Explicit",),
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES))
 
 
 def test_fsdp_gradients_come_back_sharded_like_the_parameters(contract_mesh):

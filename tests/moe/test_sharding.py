@@ -1,8 +1,8 @@
 """jaxpapers.moe under Auto and Explicit meshes gives the unsharded numbers.
 
 Every case runs jitted on inputs sharded along the batch ("data") and/or the
-expert axis ("model") of a (2, 4) mesh (see ``check_sharded_call`` in
-tests/conftest.py). The layer cases are what a user runs: the same
+expert axis ("model") of a (2, 4) mesh (see tests/sharding_checks.py,
+which traces every case). The layer cases are what a user runs: the same
 parameters, placed on the mesh, with ``data_axis``/``expert_axis`` set only
 inside the mesh (expert parallelism: each "model" shard holds two experts).
 """
@@ -18,6 +18,7 @@ import pytest
 from jaxpapers import models
 from jaxpapers import moe
 from tests import nnx_sharding
+from tests import sharding_checks
 
 B, L, D, F, E, K = 4, 8, 8, 8, 8, 2
 _rng = np.random.default_rng(0)
@@ -170,27 +171,30 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "moe.MoE": ("Auto", "Explicit"),
+    "moe.MoE+moe.ExpertMask": ("Auto", "Explicit"),
+    "moe.MoE+moe.swiglu": ("Explicit",),
+    "moe.mask_experts+moe.prune_experts": ("Auto", "Explicit"),
+    "moe.moe_ffn_factory+moe.training_loss": ("Auto", "Explicit"),
+    "moe.prune_experts+moe.mask_experts": ("Auto", "Explicit"),
+    "moe.run_with_statistics+moe.routing_statistics+moe.expert_usage":
+        ("Auto", "Explicit"),
+}
+# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
+# the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
-    "moe.capacity_experts+moe.dropless_experts",
-    "moe.mask_experts+moe.prune_experts",
-    "moe.MoE",
-    "moe.MoE+moe.ExpertMask",
-    "moe.MoE+moe.swiglu",
-    "moe.draw_pool_sizes",
-    "moe.dropless_experts",
     "moe.moe_ffn_factory+moe.training_loss",
-    "moe.prune_experts+moe.mask_experts",
-    "moe.run_with_statistics+moe.routing_statistics+moe.expert_usage",
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES, SLOW_CASES))
 
 
 @pytest.mark.slow

@@ -9,10 +9,10 @@ symbol axis (two digits over "data", the batch over "model").
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from jaxpapers import nesy
 from jaxpapers import tree
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _ADDITION = nesy.DigitAddition(1)
@@ -100,20 +100,27 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "nesy.DigitAddition": ("Explicit",),
+    "nesy.DigitAddition+nesy.log_z+nesy.semantic_loss": ("Explicit",),
+    "nesy.EnumeratedProgram+nesy.enumerate_program+nesy.addition_program":
+        ("Explicit",),
+    "nesy.estep+nesy.em_step+nesy.em_loss": ("Explicit",),
+    "nesy.log_z+nesy.semantic_loss": ("Auto", "Explicit"),
+    "nesy.reinforce_loss": ("Explicit",),
+}
+# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
+# the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
     "nesy.DigitAddition",
     "nesy.DigitAddition+nesy.log_z+nesy.semantic_loss",
-    "nesy.EnumeratedProgram+nesy.enumerate_program+nesy.addition_program",
-    "nesy.estep+nesy.em_step+nesy.em_loss",
-    "nesy.log_z+nesy.semantic_loss",
-    "nesy.reinforce_loss",
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES, SLOW_CASES))

@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import pytest
 
 from jaxpapers import optim
+from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
 _PARAMS = {"w": jnp.asarray(_rng.normal(size=(8, 8)), jnp.float32),
@@ -65,15 +65,16 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "optim.scale_by_soap",
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "optim.ema_nesterov_eval_params": ("Auto",),
+    "optim.scale_by_soap": ("Explicit",),
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES))

@@ -3,7 +3,7 @@
 Every case runs jitted on a batch of transcripts (or tasks, or stores)
 sharded along the batch ("data") and, for the logits and the stores' keys,
 the vocabulary or key axis ("model") of a (2, 4) mesh (see
-``check_sharded_call`` in tests/conftest.py). Policies are split nnx
+tests/sharding_checks.py, which traces every case). Policies are split nnx
 models: their FFN width lies on "model" (Megatron style), their byte
 vocabulary (261 tokens) divides no mesh axis and stays whole.
 """
@@ -24,6 +24,7 @@ from jaxpapers.rl import rollout
 from jaxpapers.rl import shell
 from jaxpapers.rl import training
 from tests import nnx_sharding
+from tests import sharding_checks
 
 B, L, V, T = 8, 12, 16, 2
 _rng = np.random.default_rng(0)
@@ -251,39 +252,52 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "rl.lambda_schedule": ("Auto",),
+    "rl.rollout.sample+rl.rollout.sample_split": ("Explicit",),
+    "rl.rollout.sample_split+rl.rollout.sample": ("Explicit",),
+    "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation+"
+    "rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of+"
+    "rl.shell.verify": ("Explicit",),
+    "rl.shell.step+rl.shell.scripted+rl.shell.execute+rl.shell.observation+"
+    "rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of+"
+    "rl.shell.verify": ("Explicit",),
+    "rl.training.evaluate": ("Explicit",),
+    "rl.training.rl_step+rl.training.rl_loss+rl.training.transcript_log_probs":
+        ("Explicit",),
+    "rl.training.rl_step+rl.training.transcript_log_probs+rl.training.rl_loss":
+        ("Explicit",),
+    "rl.training.transcript_log_probs+rl.training.evaluate": ("Explicit",),
+    "rl.training.warm_start_step+rl.training.random_transcripts+"
+    "rl.training.pretraining_mask+rl.training.optimizer": ("Explicit",),
+}
+# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
+# the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
-    "rl.rollout.decode",
-    "rl.env_loss+rl.token_log_probs+rl.echo_masks+rl.world_model_only"
-    "+rl.echo_loss",
     "rl.rollout.sample+rl.rollout.sample_split",
-    "rl.shell.step+rl.shell.scripted+rl.shell.execute+rl.shell.observation"
-    "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
-    "+rl.shell.verify",
-    "rl.training.transcript_log_probs+rl.training.evaluate",
-    "rl.training.rl_step+rl.training.transcript_log_probs"
-    "+rl.training.rl_loss",
-    "rl.rollout.decode+rl.rollout.init_cache",
-    "rl.token_log_probs+rl.echo_masks+rl.world_model_only+rl.echo_loss+rl.env_loss",
-    "rl.rollout.init_cache+rl.rollout.decode",
     "rl.rollout.sample_split+rl.rollout.sample",
-    "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation"
-    "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
-    "+rl.shell.verify",
+    "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation+"
+    "rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of+"
+    "rl.shell.verify",
+    "rl.shell.step+rl.shell.scripted+rl.shell.execute+rl.shell.observation+"
+    "rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of+"
+    "rl.shell.verify",
     "rl.training.evaluate",
-    "rl.training.rl_step+rl.training.rl_loss"
-    "+rl.training.transcript_log_probs",
-    "rl.training.warm_start_step+rl.training.random_transcripts"
-    "+rl.training.pretraining_mask+rl.training.optimizer",
+    "rl.training.rl_step+rl.training.rl_loss+rl.training.transcript_log_probs",
+    "rl.training.rl_step+rl.training.transcript_log_probs+rl.training.rl_loss",
+    "rl.training.transcript_log_probs+rl.training.evaluate",
+    "rl.training.warm_start_step+rl.training.random_transcripts+"
+    "rl.training.pretraining_mask+rl.training.optimizer",
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES, SLOW_CASES))
 
 
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])

@@ -2,7 +2,7 @@
 
 Every case runs jitted on instances sharded along the batch ("data") of a
 (2, 4) mesh, with the decoder's feed-forward width over "model" (see
-``check_sharded_call`` in tests/conftest.py). The host-side (numpy) solvers
+tests/sharding_checks.py, which traces every case). The host-side (numpy) solvers
 take device arrays too; they are checked on sharded instances eagerly below.
 """
 
@@ -16,6 +16,7 @@ import pytest
 
 from jaxpapers import routing
 from tests import nnx_sharding
+from tests import sharding_checks
 
 _CONFIG = routing.HeavyDecoderConfig(width=8, decoder_layers=1, head_width=4)
 _COORDS = jnp.asarray(routing.random_instances(0, 8, 6))
@@ -136,26 +137,27 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "routing.ReZeroLayer": ("Auto",),
+    "routing.greedy_tours+routing.sample_tours+routing.HeavyDecoder":
+        ("Explicit",),
+    "routing.sample_tours+routing.greedy_tours+routing.HeavyDecoder":
+        ("Explicit",),
+}
+# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
+# the slow suite, `pytest -m slow`, which CI runs.
 SLOW_CASES = {
-    "routing.HeavyDecoder+routing.greedy_tours+routing.sample_tours",
-    "routing.ReZeroLayer+routing.HeavyDecoder",
-    "routing.greedy_gaps",
     "routing.greedy_tours+routing.sample_tours+routing.HeavyDecoder",
-    "routing.optimizer+routing.train_steps",
-    "routing.partial_paths+routing.imitation_loss",
-    "routing.sample_tours+routing.greedy_tours+routing.HeavyDecoder",
-    "routing.imitation_loss+routing.partial_paths",
-    "routing.HeavyDecoder+routing.imitation_loss",
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES, SLOW_CASES))
 
 
 def _solve_all(coords, one_instance):

@@ -16,6 +16,7 @@ import pytest
 
 from jaxpapers import saddle
 from jaxpapers.saddle import quadratic
+from tests import sharding_checks
 
 _GAME = saddle.random_saddle_game(jax.random.key(0), 4, l_xx=4.0, l_xy=1.0,
                                   mu=0.5)
@@ -152,27 +153,18 @@ NOT_SHARDED = {
 }
 
 
-# The cases that took 2.5 s or more for both modes on 2 idle cores (nearly all
-# of it compilation) run in the slow suite, `pytest -m slow`, which CI runs.
-SLOW_CASES = {
-    "saddle.duality_gap+saddle.saddle_game",
-    "saddle.dm_sp+saddle.DecoupledMethod+saddle.ergodic_average",
-    "saddle.dm_vip",
-    "saddle.extragradient+saddle.Extragradient",
-    "saddle.linear_game+saddle.with_constants+saddle.estimate_constants",
-    "saddle.optimistic_gda+saddle.OptimisticGDA",
-    "saddle.random_saddle_game+saddle.random_bilinear_game+saddle.random_monotone_game",
-    "saddle.robust_regression+saddle.node_operator",
-    "saddle.saddle_game+saddle.lipschitz_bound+saddle.residual_norm+saddle.distance_to_solution+saddle.duality_gap",
-    "saddle.textbook_baseline",
+# The cases whose dataflow differs when sharded (a collective, a shard_map,
+# another code path; tests/sharding_checks.py finds them) and one case per
+# mode that moves data between devices: also checked numerically. Every
+# case is traced under both meshes without compiling.
+NUMERIC_CASES = {
+    "saddle.extragradient+saddle.Extragradient": ("Auto", "Explicit"),
 }
 
 
-@pytest.mark.parametrize("mode", ["Auto", "Explicit"])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sharded_inputs_give_the_unsharded_numbers(name, mode,
-                                                   check_sharded_call):
-  check_sharded_call(CASES[name], mode)
+(test_sharded_call_traces_like_the_unsharded_call,
+ test_sharded_inputs_give_the_unsharded_numbers) = (
+     sharding_checks.contract_tests(CASES, NUMERIC_CASES))
 
 
 @pytest.mark.parametrize("mode", ["Auto", "Explicit"])

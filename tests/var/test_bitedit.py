@@ -1,5 +1,7 @@
 """BitEdit: the Bernoulli KL, both trust radii, the projection and the guidance."""
 
+import functools
+
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -52,11 +54,56 @@ def test_exact_projection_keeps_every_bit_within_the_budget(seed, epsilon,
   projected, clipped, kl = (np.asarray(x) for x in _exact_projection(
       seed, np.float32(epsilon), np.float32(scale)))
   assert kl.max() <= np.float32(epsilon)
-  # The radius is the root, not a loose bound: clipped bits sit on the budget
-  # (where it is reachable inside the search bracket; towards a confident
-  # bit's mode the KL stays below -log p however far it moves).
-  on_budget = clipped & (np.abs(projected) < bitedit.EXACT_BRACKET - 1e-3)
-  assert np.all(kl[on_budget] >= epsilon * (1 - 1e-2))
+  # The radius is the root, not a loose bound: clipped bits sit on the budget.
+  assert np.all(kl[clipped] >= epsilon * (1 - 1e-2))
+
+
+_exact_radius = jax.jit(functools.partial(bitedit.trust_radius, trust="exact"))
+
+
+def _kl_relative_to_budget(clean, direction, epsilon):
+  """KL at the exact radius over epsilon where the radius is finite: in float32
+  (as a user evaluates it) and in float64 from the probabilities.
+
+  The radius is infinite exactly where the budget is at least the KL's bound
+  along the direction, softplus(-sign * l) (the bit's other value's surprise).
+  """
+  radius = _exact_radius(clean, direction, epsilon)
+  bound = np.logaddexp(0.0, -np.sign(direction) * np.float64(clean))
+  np.testing.assert_array_equal(np.isinf(radius), bound <= epsilon)
+  finite = np.isfinite(radius)
+  shift = (jnp.sign(direction) * radius)[finite]
+  clean = clean[finite]
+  float32 = np.asarray(bitedit.bernoulli_kl(clean, shift)) / epsilon
+  float64 = _kl_reference(np.float64(clean), np.float64(shift)) / epsilon
+  return float32, float64
+
+
+@pytest.mark.parametrize("epsilon", [1e-3, 1e-5, 1e-6, 1e-8])
+def test_exact_radius_keeps_the_bound_at_tiny_budgets(epsilon):
+  # Log-odds up to |l| = 12, where the KL of a small shift used to be the
+  # difference of two log-sigmoids of size 12 (KL/epsilon reached 1.0004,
+  # 1.017, 1.12 and 6.5 at these budgets).
+  clean = jnp.linspace(-12.0, 12.0, 97)
+  for direction in (jnp.ones_like(clean), -jnp.ones_like(clean)):
+    float32, float64 = _kl_relative_to_budget(clean, direction, epsilon)
+    assert float32.max() <= 1.0 and float64.max() <= 1.0
+    # ... and it is the root, not a loose bound (at 1e-8 the rounding
+    # allowance, 16 eps32 of first-order terms ~ 1e-4, is 3% of the budget).
+    assert float64.min() >= 1 - (1e-2 if epsilon >= 1e-6 else 5e-2)
+
+
+def test_exact_radius_past_fifty_nats_and_unreachable_budgets():
+  clean, up = jnp.array([-45.0]), jnp.array([1.0])
+  # The KL towards the bit's other value is bounded by softplus(45) = 45: a
+  # budget of 60 cannot be spent, so nothing is clipped (the search used to
+  # stop at a shift of 50).
+  assert np.isinf(_exact_radius(clean, up, 60.0)).all()
+  # Just under that bound the root lies past 50 nats; it is found.
+  radius = _exact_radius(clean, up, 44.99)
+  assert float(radius[0]) > 50
+  float32, float64 = _kl_relative_to_budget(clean, up, 44.99)
+  assert float32.max() <= 1.0 and 1 - 1e-3 <= float64.min() <= 1.0
 
 
 def test_projection_keeps_sign_and_only_shrinks():
