@@ -55,7 +55,10 @@ def grpo_advantages(rewards: jax.Array, group_ids: jax.Array, *,
     std_normalize: divide by the group's standard deviation (+ 1e-6).
 
   Returns:
-    float32 advantages ``[N]``; 0 for groups of size one.
+    float32 advantages ``[N]``; 0 for groups of size one. The variance is
+    two-pass (deviations from the group mean), so a common offset of the
+    rewards does not cancel it; a NaN reward makes its own group's advantages
+    NaN and no other group's.
 
   Example:
     >>> import jax.numpy as jnp
@@ -72,13 +75,21 @@ def grpo_advantages(rewards: jax.Array, group_ids: jax.Array, *,
   # mesh axes: work on replicated copies, then give back the rewards' sharding.
   (rewards, group_ids), restore = tree.gather_explicit((rewards, group_ids))
   rewards = rewards.astype(jnp.float32)
-  same_NxN = (group_ids[:, None] == group_ids[None, :]).astype(jnp.float32)
-  size_N = jnp.sum(same_NxN, axis=1)
-  mean_N = same_NxN @ rewards / size_N
+  same_NxN = group_ids[:, None] == group_ids[None, :]
+
+  def group_sum(values_NxN):
+    # A select, not a product with a 0/1 matrix: another group's NaN (NaN *
+    # 0 is NaN) stays out of this one.
+    return jnp.sum(jnp.where(same_NxN, values_NxN, 0.0), axis=1)
+
+  size_N = jnp.sum(same_NxN, axis=1).astype(jnp.float32)
+  mean_N = group_sum(jnp.broadcast_to(rewards[None, :], same_NxN.shape)) / size_N
   centred_N = rewards - mean_N
   if std_normalize:
-    squares_N = same_NxN @ (rewards ** 2) - size_N * mean_N ** 2
-    variance_N = jnp.maximum(squares_N, 0.0) / jnp.maximum(size_N - 1.0, 1.0)
+    # Two passes: squared deviations from the group's mean (E[R^2] - mean^2
+    # cancels in float32 for rewards with a common offset).
+    deviations_NxN = rewards[None, :] - mean_N[:, None]
+    variance_N = group_sum(deviations_NxN ** 2) / jnp.maximum(size_N - 1.0, 1.0)
     centred_N = centred_N / (jnp.sqrt(variance_N) + STD_EPSILON)
   advantages_N = jnp.where(size_N > 1, centred_N, 0.0)
   return restore((advantages_N, group_ids))[0]

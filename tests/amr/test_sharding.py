@@ -206,10 +206,7 @@ for _name in ("quadtree_rollout", "native_rollout", "uniform_rollout",
       f" fields in {_ROLLOUT_TEST}")
 
 
-# The cases whose dataflow differs when sharded (a collective, a shard_map,
-# another code path; tests/sharding_checks.py finds them) and one case per
-# mode that moves data between devices: also checked numerically. Every
-# case is traced under both meshes without compiling.
+# Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "amr.NativeWAMRViT": ("Explicit",),
     "amr.batch_loss": ("Explicit",),

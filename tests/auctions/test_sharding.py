@@ -298,10 +298,7 @@ NOT_SHARDED = {
 }
 
 
-# The cases whose dataflow differs when sharded (a collective, a shard_map,
-# another code path; tests/sharding_checks.py finds them) and one case per
-# mode that moves data between devices: also checked numerically. Every
-# case is traced under both meshes without compiling.
+# Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "auctions.mpc.run_mpc_episode+auctions.mpc.run_mpc_from": ("Explicit",),
     "auctions.myopic.best_fixed_shading": ("Explicit",),
@@ -317,8 +314,7 @@ NUMERIC_CASES = {
     "auctions.ppo.train+auctions.ppo.collect": ("Explicit",),
     "auctions.reset+auctions.step": ("Explicit",),
 }
-# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
-# the slow suite, `pytest -m slow`, which CI runs.
+# Numeric cases of 1.5 s or more: the slow suite, which CI runs.
 SLOW_CASES = {
     "auctions.mpc.run_mpc_episode+auctions.mpc.run_mpc_from",
     "auctions.myopic.best_fixed_shading+auctions.myopic.run_episode",

@@ -131,10 +131,7 @@ CASES = {
 }
 
 
-# The cases whose dataflow differs when sharded (a collective, a shard_map,
-# another code path; tests/sharding_checks.py finds them) and one case per
-# mode that moves data between devices: also checked numerically. Every
-# case is traced under both meshes without compiling.
+# Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "detection.blobs.proposal_labels": ("Explicit",),
     "detection.confidences+detection.dq_detr+detection.share_batch_max+"

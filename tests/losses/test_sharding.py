@@ -66,10 +66,7 @@ CASES = {
 }
 
 
-# The cases whose dataflow differs when sharded (a collective, a shard_map,
-# another code path; tests/sharding_checks.py finds them) and one case per
-# mode that moves data between devices: also checked numerically. Every
-# case is traced under both meshes without compiling.
+# Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "losses.shift_feedback": ("Auto",),
     "losses.teacher_forcing_loss+losses.unrolled_loss": ("Explicit",),

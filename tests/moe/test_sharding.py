@@ -171,10 +171,7 @@ NOT_SHARDED = {
 }
 
 
-# The cases whose dataflow differs when sharded (a collective, a shard_map,
-# another code path; tests/sharding_checks.py finds them) and one case per
-# mode that moves data between devices: also checked numerically. Every
-# case is traced under both meshes without compiling.
+# Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "moe.MoE": ("Auto", "Explicit"),
     "moe.MoE+moe.ExpertMask": ("Auto", "Explicit"),
@@ -185,8 +182,7 @@ NUMERIC_CASES = {
     "moe.run_with_statistics+moe.routing_statistics+moe.expert_usage":
         ("Auto", "Explicit"),
 }
-# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
-# the slow suite, `pytest -m slow`, which CI runs.
+# Numeric cases of 1.5 s or more: the slow suite, which CI runs.
 SLOW_CASES = {
     "moe.moe_ffn_factory+moe.training_loss",
 }

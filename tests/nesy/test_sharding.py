@@ -100,10 +100,7 @@ NOT_SHARDED = {
 }
 
 
-# The cases whose dataflow differs when sharded (a collective, a shard_map,
-# another code path; tests/sharding_checks.py finds them) and one case per
-# mode that moves data between devices: also checked numerically. Every
-# case is traced under both meshes without compiling.
+# Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "nesy.DigitAddition": ("Explicit",),
     "nesy.DigitAddition+nesy.log_z+nesy.semantic_loss": ("Explicit",),
@@ -113,8 +110,7 @@ NUMERIC_CASES = {
     "nesy.log_z+nesy.semantic_loss": ("Auto", "Explicit"),
     "nesy.reinforce_loss": ("Explicit",),
 }
-# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
-# the slow suite, `pytest -m slow`, which CI runs.
+# Numeric cases of 1.5 s or more: the slow suite, which CI runs.
 SLOW_CASES = {
     "nesy.DigitAddition",
     "nesy.DigitAddition+nesy.log_z+nesy.semantic_loss",

@@ -35,6 +35,33 @@ def test_advantages_match_numpy(std_normalize):
   assert np.all(np.asarray(got[:4]) == 0.0)
 
 
+_advantages = jax.jit(grpo.grpo_advantages)
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.9, 10.0, 100.0, 1e4])
+def test_a_common_offset_does_not_change_the_advantages(offset):
+  # One-pass E[R^2] - mean^2 gave +-35,000 instead of +-1.43 at offset 100.
+  spread = 0.01 * np.arange(8)
+  got = _advantages(jnp.asarray(offset + spread, jnp.float32),
+                    jnp.zeros(8, jnp.int32))
+  rewards64 = np.float64(np.float32(offset + spread))
+  expected = (rewards64 - rewards64.mean()) / (rewards64.std(ddof=1) + 1e-6)
+  # What float32 allows: the group mean is off by a few units in the last
+  # place of the offset, divided by the spread (the one-pass form was off by
+  # 0.22, 900 and 12,800 at offsets 0.9, 10 and 100).
+  ulps = 8 * np.finfo(np.float32).eps * max(offset, 1.0) / rewards64.std(ddof=1)
+  np.testing.assert_allclose(got, expected, rtol=1e-5, atol=ulps)
+
+
+def test_a_nan_reward_stays_in_its_own_group():
+  rewards = jnp.array([1.0, jnp.nan, 0.0, 1.0, 0.0, 2.0])
+  groups = jnp.array([0, 0, 1, 1, 2, 2])
+  got = np.asarray(_advantages(rewards, groups))
+  assert np.isnan(got[:2]).all()
+  np.testing.assert_allclose(got[2:], [-0.7071, 0.7071, -0.7071, 0.7071],
+                             atol=1e-3)
+
+
 def test_singleton_groups_get_zero_advantage():
   got = grpo.grpo_advantages(jnp.array([1.0, 0.0, 3.0]), jnp.array([0, 0, 1]))
   assert np.isfinite(np.asarray(got)).all()

@@ -252,10 +252,7 @@ NOT_SHARDED = {
 }
 
 
-# The cases whose dataflow differs when sharded (a collective, a shard_map,
-# another code path; tests/sharding_checks.py finds them) and one case per
-# mode that moves data between devices: also checked numerically. Every
-# case is traced under both meshes without compiling.
+# Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "rl.lambda_schedule": ("Auto",),
     "rl.rollout.sample+rl.rollout.sample_split": ("Explicit",),
@@ -275,8 +272,7 @@ NUMERIC_CASES = {
     "rl.training.warm_start_step+rl.training.random_transcripts+"
     "rl.training.pretraining_mask+rl.training.optimizer": ("Explicit",),
 }
-# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
-# the slow suite, `pytest -m slow`, which CI runs.
+# Numeric cases of 1.5 s or more: the slow suite, which CI runs.
 SLOW_CASES = {
     "rl.rollout.sample+rl.rollout.sample_split",
     "rl.rollout.sample_split+rl.rollout.sample",

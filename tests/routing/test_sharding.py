@@ -137,10 +137,7 @@ NOT_SHARDED = {
 }
 
 
-# The cases whose dataflow differs when sharded (a collective, a shard_map,
-# another code path; tests/sharding_checks.py finds them) and one case per
-# mode that moves data between devices: also checked numerically. Every
-# case is traced under both meshes without compiling.
+# Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "routing.ReZeroLayer": ("Auto",),
     "routing.greedy_tours+routing.sample_tours+routing.HeavyDecoder":
@@ -148,8 +145,7 @@ NUMERIC_CASES = {
     "routing.sample_tours+routing.greedy_tours+routing.HeavyDecoder":
         ("Explicit",),
 }
-# Numeric cases of 1.5 s or more (compiling at -O0 on one idle core): in
-# the slow suite, `pytest -m slow`, which CI runs.
+# Numeric cases of 1.5 s or more: the slow suite, which CI runs.
 SLOW_CASES = {
     "routing.greedy_tours+routing.sample_tours+routing.HeavyDecoder",
 }

@@ -101,10 +101,7 @@ NOT_SHARDED = {
 }
 
 
-# The cases whose dataflow differs when sharded (a collective, a shard_map,
-# another code path; tests/sharding_checks.py finds them) and one case per
-# mode that moves data between devices: also checked numerically. Every
-# case is traced under both meshes without compiling.
+# Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "var.sample+var.edit": ("Explicit",),
     "var.trust_radius+var.project+var.bernoulli_kl": ("Auto",),
