@@ -15,9 +15,10 @@ make compiling cheaper without changing what is compiled:
   XLA's default code generation (their runs are long enough to need it).
 * jax's persistent compilation cache, in ``.jax_test_cache/`` at the
   repository root (gitignored; ``JAX_COMPILATION_CACHE_DIR`` overrides it):
-  the xdist workers, the modules after each ``jax.clear_caches()``, the
-  binaries a test launches several times and the later stages of one
-  ``.ci/run`` reuse what was compiled once. A fresh clone starts empty.
+  the xdist workers, the modules after a ``jax.clear_caches()``, the
+  binaries a test launches several times and, in ``.ci/run``, the slow suite
+  after the default suite on the same stack reuse what was compiled once
+  (another jax version keys its own entries). A fresh clone starts empty.
 """
 
 import os
