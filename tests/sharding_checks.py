@@ -143,18 +143,6 @@ def _traces(case, mode):
   return unsharded, sharded
 
 
-def same_dataflow(case, mode: str) -> tuple[bool, dict[str, int]]:
-  """Whether ``case`` computes the same dataflow sharded under ``mode``.
-
-  Also returns the primitives whose count changes (positive: the sharded
-  trace adds them), to name what differs.
-  """
-  unsharded, sharded = _traces(case, mode)
-  unsharded, sharded = unsharded.jaxpr.jaxpr, sharded.jaxpr.jaxpr
-  return (dataflow(sharded) == dataflow(unsharded),
-          _difference(sharded, unsharded))
-
-
 def check_trace(case, mode: str, numeric: bool) -> None:
   """The compile-free check of ``case`` under ``mode`` (see the module docstring).
 
