@@ -14,28 +14,45 @@ round, 9 rounds):
 Goals: the closed-form fusion costs less than one training epoch (ratio
 < 1); the whole fusion step adds less than a quarter of a task's training
 (15 epochs in the experiment).
-Run: ``python -m benchmarks.continual``.
+Run: ``python -m benchmarks.continual`` (``--tiny``: 32 rows of 16-d
+features, a rank-2 adapter, 4 classes, 2 rounds of one repeat).
 """
 
 import functools
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
+import benchmarks
 from jaxpapers import continual
 from jaxpapers import profiling
 
-ROWS, FEATURES, RANK, CLASSES = 256, 256, 16, 10
 EPOCHS_PER_TASK = 15
 
 
-def main():
+class Sizes(NamedTuple):
+  rows: int  # a multiple of TaskTraining's batch size, 16
+  features: int
+  rank: int
+  classes: int  # >= 4: the task's labels are 2 and 3
+  rounds: int
+  repeats: int
+
+
+FULL = Sizes(rows=256, features=256, rank=16, classes=10, rounds=9, repeats=3)
+TINY = Sizes(rows=32, features=16, rank=2, classes=4, rounds=2, repeats=1)
+
+
+def main(tiny: bool = False):
+  sizes = TINY if tiny else FULL
   rng = np.random.default_rng(0)
-  x = jax.numpy.asarray(rng.normal(size=(ROWS, FEATURES)), jax.numpy.float32)
-  labels = jax.numpy.asarray(rng.integers(2, 4, ROWS), jax.numpy.int32)
-  weights = jax.numpy.ones(ROWS, jax.numpy.float32)
-  graphs, params = continual.init_learner(jax.random.key(0), FEATURES, RANK,
-                                          CLASSES)
+  x = jax.numpy.asarray(rng.normal(size=(sizes.rows, sizes.features)),
+                        jax.numpy.float32)
+  labels = jax.numpy.asarray(rng.integers(2, 4, sizes.rows), jax.numpy.int32)
+  weights = jax.numpy.ones(sizes.rows, jax.numpy.float32)
+  graphs, params = continual.init_learner(jax.random.key(0), sizes.features,
+                                          sizes.rank, sizes.classes)
   one_epoch = functools.partial(
       continual.train_task, graphs, num_seen=4, num_frozen=2,
       training=continual.TaskTraining(epochs=1))
@@ -62,7 +79,8 @@ def main():
                          (state, trained["adapter"], fisher)),
       "fisher_and_update": (fusion_step, (state, trained)),
   }
-  seconds = profiling.alternating_seconds(calls, rounds=9, repeats=3)
+  seconds = profiling.alternating_seconds(calls, rounds=sizes.rounds,
+                                          repeats=sizes.repeats)
   for name, values in seconds.items():
     print(f"{name:18s} {1e3 * np.median(values):9.3f} ms (median of rounds)")
   base = np.asarray(seconds["train_epoch"])
@@ -78,4 +96,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  benchmarks.cli(main)

@@ -10,26 +10,48 @@
    1e-3 relative accuracy on lambda_max of the full-batch Hessian, at a point
    of an SGD run near the edge of stability. Goal: power / Lanczos >= 5.
 
-Run: ``python -m benchmarks.curvature``.
+Run: ``python -m benchmarks.curvature`` (``--tiny``: a 64-16-10 MLP, b=8,
+2 steps per call, 16 draws, 20 / 40 products, one seed and one round).
 """
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+import benchmarks
 from jaxpapers import profiling
 from jaxpapers import curvature
 from jaxpapers import data as data_lib
 from jaxpapers import models
 
-BATCH = 64
-STEPS_PER_CALL = 50  # amortise dispatch: both sides run in one lax.scan
 ACCURACY = 1e-3
-BS_DRAWS = 100
-BS_ROUNDS = 5
+
+
+class Sizes(NamedTuple):
+  widths: tuple[int, ...]  # of the MLP
+  batch: int
+  steps_per_call: int  # amortise dispatch: both sides run in one lax.scan
+  bs_draws: int
+  bs_rounds: int
+  repeats: int
+  warmup_calls: int  # of steps_per_call SGD steps, to near the edge
+  reference_products: int
+  budgets: dict[str, int]  # products per method
+  seeds: int
+
+
+FULL = Sizes(widths=(64, 256, 256, 10), batch=64, steps_per_call=50,
+             bs_draws=100, bs_rounds=5, repeats=7, warmup_calls=40,
+             reference_products=200,
+             budgets={"lanczos": 150, "power": 1500}, seeds=3)
+# 16 draws: chunk_size="auto" still splits them (chunks of 8).
+TINY = Sizes(widths=(64, 16, 10), batch=8, steps_per_call=2, bs_draws=16,
+             bs_rounds=1, repeats=1, warmup_calls=1, reference_products=20,
+             budgets={"lanczos": 20, "power": 40}, seeds=1)
 
 
 def _loss(params, batch):
@@ -37,8 +59,8 @@ def _loss(params, batch):
   return jnp.mean(jnp.sum((models.apply_mlp(params, x) - y) ** 2, axis=-1))
 
 
-def _batches(data, key, num):
-  return data_lib.sample_minibatches(key, data, BATCH, num)
+def _batches(data, key, batch, num):
+  return data_lib.sample_minibatches(key, data, batch, num)
 
 
 @jax.jit
@@ -63,48 +85,56 @@ def _first_accurate(estimates, reference):
   return int(hits[0]) + 1 if hits.size else None
 
 
-def main():
+def main(tiny: bool = False):
+  sizes = TINY if tiny else FULL
+  steps = sizes.steps_per_call
   digits = data_lib.load_digits(label_noise=0.2)
   data = (jnp.asarray(digits.x), jnp.asarray(digits.y))
-  params = models.init_mlp(jax.random.key(0), (64, 256, 256, 10), init_scale=0.2)
-  batches = _batches(data, jax.random.key(1), STEPS_PER_CALL)
+  params = models.init_mlp(jax.random.key(0), sizes.widths, init_scale=0.2)
+  batches = _batches(data, jax.random.key(1), sizes.batch, steps)
 
-  sgd = profiling.time_jitted(_sgd_steps, params, batches)
-  bs = profiling.time_jitted(_bs_samples, params, batches)
+  sgd = profiling.time_jitted(_sgd_steps, params, batches,
+                              repeats=sizes.repeats)
+  bs = profiling.time_jitted(_bs_samples, params, batches,
+                             repeats=sizes.repeats)
   print(f"BS sample / SGD step cost: {bs / sgd:.2f}x (goal <= 2.5)"
-        f"  [{1e6 * bs / STEPS_PER_CALL:.0f} us vs"
-        f" {1e6 * sgd / STEPS_PER_CALL:.0f} us per step]")
+        f"  [{1e6 * bs / steps:.0f} us vs"
+        f" {1e6 * sgd / steps:.0f} us per step]")
 
-  draws = _batches(data, jax.random.key(2), BS_DRAWS)
+  draws = _batches(data, jax.random.key(2), sizes.batch, sizes.bs_draws)
   estimate = lambda chunk: jax.jit(functools.partial(
       curvature.batch_sharpness, _loss, chunk_size=chunk))
   secs = profiling.alternating_seconds(
       {"auto": (estimate("auto"), (params, draws)),
-       "vmap": (estimate(None), (params, draws))}, rounds=BS_ROUNDS)
+       "vmap": (estimate(None), (params, draws))}, rounds=sizes.bs_rounds,
+      repeats=min(3, sizes.repeats))
   ratio = np.median([a / v for a, v in zip(secs["auto"], secs["vmap"])])
-  print(f"batch_sharpness over {BS_DRAWS} draws, default / vmap of all draws:"
+  print(f"batch_sharpness over {sizes.bs_draws} draws, default / vmap of all"
+        " draws:"
         f" {ratio:.2f}x  [{1e3 * np.median(secs['auto']):.0f} vs"
         f" {1e3 * np.median(secs['vmap']):.0f} ms]")
 
   # Move to a point near the edge of stability: 40 x 50 SGD steps at eta=0.25.
-  for i in range(40):
+  for i in range(sizes.warmup_calls):
     params = _sgd_steps(params, _batches(data, jax.random.key(100 + i),
-                                         STEPS_PER_CALL))
+                                         sizes.batch, steps))
   _, hvp_fn = curvature.linearize_gradient(_loss, params, data)
-  reference = curvature.lambda_max(hvp_fn, params, max_iters=200, tol=0.0)
+  reference = curvature.lambda_max(hvp_fn, params,
+                                   max_iters=sizes.reference_products, tol=0.0)
   ref = float(reference.eigenvalue)
   # tol=0 runs the whole budget; `estimates` then shows when each method first
   # reached the accuracy.
-  budgets = {"lanczos": 150, "power": 1500}
+  budgets = sizes.budgets
   solve = jax.jit(functools.partial(curvature.lambda_max, hvp_fn, tol=0.0),
                   static_argnames=("method", "max_iters"))
   counts = {method: [] for method in budgets}
-  for seed in range(3):
+  for seed in range(sizes.seeds):
     for method, budget in budgets.items():
       res = solve(params, method=method, max_iters=budget,
                   key=jax.random.key(seed))
       counts[method].append(_first_accurate(res.estimates, ref))
-  print(f"lambda_max reference = {ref:.4f} (Lanczos, 200 products)")
+  print(f"lambda_max reference = {ref:.4f} (Lanczos,"
+        f" {sizes.reference_products} products)")
   for method, values in counts.items():
     print(f"  {method:8s}: products to {ACCURACY:g} relative accuracy: {values}")
   if None in counts["power"] or None in counts["lanczos"]:
@@ -115,4 +145,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  benchmarks.cli(main)

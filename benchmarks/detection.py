@@ -9,22 +9,37 @@ per-round ratio and its 10-90% spread). Two sizes: the blob experiment's
 strides 8-128, DINO's two-stage setting), batch 4 and 16. Goal: <= 1.2x
 (the budget is a sum and a clip; the top-k dominates).
 
-Run: ``python -m benchmarks.detection``.
+Run: ``python -m benchmarks.detection`` (``--tiny``: 1024 tokens, batch 2,
+2 rounds of one call).
 """
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+import benchmarks
 from experiments import harness
 from jaxpapers import detection
 from jaxpapers import profiling
 
 FIXED_K = 900
-TOKENS = {"blob experiment": 1024, "5-scale 800x800": 100**2 + 50**2 + 25**2
-          + 13**2 + 7**2}
-ROUNDS = 15
+
+
+class Sizes(NamedTuple):
+  tokens: dict[str, int]  # each >= FIXED_K
+  batches: tuple[int, ...]
+  rounds: int
+  repeats: int
+  number: int  # calls per timing
+
+
+FULL = Sizes(tokens={"blob experiment": 1024, "5-scale 800x800": 100**2
+                     + 50**2 + 25**2 + 13**2 + 7**2},
+             batches=(4, 16), rounds=15, repeats=3, number=20)
+TINY = Sizes(tokens={"blob experiment": 1024}, batches=(2,), rounds=2,
+             repeats=1, number=1)
 
 
 @functools.partial(jax.jit, static_argnames=("budgeter",))
@@ -38,16 +53,18 @@ def _fixed(scores_BxN):
   return jax.lax.top_k(scores_BxN, FIXED_K)
 
 
-def main():
+def main(tiny: bool = False):
+  sizes = TINY if tiny else FULL
   budgeter = detection.butr()
-  for name, num_tokens in TOKENS.items():
-    for batch in (4, 16):
+  for name, num_tokens in sizes.tokens.items():
+    for batch in sizes.batches:
       scores = jax.random.uniform(jax.random.key(0), (batch, num_tokens))
       # About 60 confident tokens per image (a sparse tiny-object image).
       scores = jnp.where(scores > 1 - 60 / num_tokens, scores, scores * 0.2)
       seconds = profiling.alternating_seconds(
           {"butr": (lambda s: _budgeted(s, budgeter), (scores,)),
-           "fixed": (_fixed, (scores,))}, rounds=ROUNDS, number=20)
+           "fixed": (_fixed, (scores,))}, rounds=sizes.rounds,
+          repeats=sizes.repeats, number=sizes.number)
       ratio = harness.paired_ratio(seconds["butr"], seconds["fixed"])
       mean_k = float(_budgeted(scores, budgeter).budget.mean())
       print(f"{name:16s} N={num_tokens:5d} B={batch:2d}: BUTR / fixed-K top-k"
@@ -58,4 +75,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  benchmarks.cli(main)

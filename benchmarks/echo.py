@@ -12,8 +12,11 @@ Also printed: the whole step with the rollout (sampling dominates it).
 Times are the median of per-round ratios over alternating rounds
 (``profiling.alternating_seconds``), so machine load hits both sides.
 
-Run: ``python -m benchmarks.echo``.
+Run: ``python -m benchmarks.echo`` (``--tiny``: a 1-turn shell, a d = 16
+model, 2 tasks x 2 rollouts, one round).
 """
+
+from typing import NamedTuple
 
 from flax import nnx
 import jax
@@ -21,6 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+import benchmarks
+from jaxpapers import data as data_lib
 from jaxpapers import models
 from jaxpapers import profiling
 from jaxpapers.rl import echo
@@ -29,20 +34,42 @@ from jaxpapers.rl import rollout
 from jaxpapers.rl import shell
 from jaxpapers.rl import training
 
-ROUNDS = 9
+
+class Sizes(NamedTuple):
+  num_turns: int
+  tasks_per_step: int
+  group_size: int
+  pool: int
+  d_model: int
+  num_heads: int
+  num_layers: int
+  rounds: int
+  repeats: int
 
 
-def main():
-  layout = shell.Layout(format_warnings=False)
-  config = training.RLConfig(tasks_per_step=4, group_size=8)
+FULL = Sizes(num_turns=4, tasks_per_step=4, group_size=8, pool=256,
+             d_model=64, num_heads=4, num_layers=2, rounds=9, repeats=3)
+TINY = Sizes(num_turns=1, tasks_per_step=2, group_size=2, pool=8, d_model=16,
+             num_heads=2, num_layers=1, rounds=1, repeats=1)
+
+
+def main(tiny: bool = False):
+  sizes = TINY if tiny else FULL
+  layout = shell.Layout(num_turns=sizes.num_turns, format_warnings=False)
+  config = training.RLConfig(tasks_per_step=sizes.tasks_per_step,
+                             group_size=sizes.group_size)
   model = models.Transformer(models.TransformerConfig(
-      vocab_size=shell.VOCAB_SIZE, max_len=layout.length, d_model=64,
-      num_heads=4, num_layers=2, d_ff=256), rngs=nnx.Rngs(0))
+      vocab_size=shell.VOCAB_SIZE, max_len=layout.length,
+      d_model=sizes.d_model, num_heads=sizes.num_heads,
+      num_layers=sizes.num_layers, d_ff=4 * sizes.d_model), rngs=nnx.Rngs(0))
   graphdef, params = nnx.split(model)
-  pool, _ = shell.make_tasks(0, 256, layout)
+  # The experiment's tasks (2-4 commands) at FULL; at most one per turn.
+  pool, _ = shell.make_tasks(0, sizes.pool, layout,
+                             min_commands=min(2, sizes.num_turns),
+                             max_commands=sizes.num_turns)
   batch = config.tasks_per_step * config.group_size
   transcripts = jax.jit(lambda p, k: rollout.sample_split(
-      graphdef, p, training.take(pool, jnp.arange(batch)), k, layout,
+      graphdef, p, data_lib.take(pool, jnp.arange(batch)), k, layout,
       temperature=config.temperature))(params, jax.random.key(1))
   group_ids = jnp.repeat(jnp.arange(config.tasks_per_step), config.group_size)
   advantages = grpo.grpo_advantages(transcripts.reward, group_ids)
@@ -73,7 +100,8 @@ def main():
   steps = {"echo": update(echo_objective), "grpo": update(grpo_objective)}
   args = (params, opt_state)
   seconds = profiling.alternating_seconds(
-      {name: (fn, args) for name, fn in steps.items()}, rounds=ROUNDS)
+      {name: (fn, args) for name, fn in steps.items()}, rounds=sizes.rounds,
+      repeats=sizes.repeats)
   ratios = np.asarray(seconds["echo"]) / np.asarray(seconds["grpo"])
   memory = {name: profiling.compiled_footprint(fn.lower(*args).compile())
             for name, fn in steps.items()}
@@ -82,7 +110,7 @@ def main():
           f" compiled peak {memory[name]['peak_bytes'] / 2**20:7.2f} MiB")
   print(f"ECHO / GRPO update time: median {np.median(ratios):.3f}x"
         f" (10-90%: {np.quantile(ratios, 0.1):.3f}-"
-        f"{np.quantile(ratios, 0.9):.3f}, {ROUNDS} alternating rounds;"
+        f"{np.quantile(ratios, 0.9):.3f}, {sizes.rounds} alternating rounds;"
         " goal <= 1.05)")
   print(f"ECHO / GRPO peak memory: "
         f"{memory['echo']['peak_bytes'] / memory['grpo']['peak_bytes']:.3f}x"
@@ -92,9 +120,10 @@ def main():
     return jax.jit(lambda p, o: training.rl_step(
         graphdef, p, o, jax.random.key(2), pool, lam, jnp.bool_(False), tx,
         layout, config)[:2])
-  full = profiling.time_jitted(full_step(jnp.float32(0.05)), *args, repeats=3)
+  full = profiling.time_jitted(full_step(jnp.float32(0.05)), *args,
+                                repeats=sizes.repeats)
   print(f"whole ECHO step with its rollout: {1e3 * full:8.1f} ms")
 
 
 if __name__ == "__main__":
-  main()
+  benchmarks.cli(main)

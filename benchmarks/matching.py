@@ -15,37 +15,56 @@ a full recomputation:
 Sides are timed in alternating rounds (``profiling.alternating_seconds``);
 ratios are medians of the per-round ratios.
 
-Run: ``python -m benchmarks.matching``.
+Run: ``python -m benchmarks.matching`` (``--tiny``: n = 16, d = 2, a block
+of 16 operations, one round).
 """
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+import benchmarks
 from experiments import wasserstein
 from experiments.configs import wasserstein as wasserstein_config
 from jaxpapers import matching
 from jaxpapers import profiling
 
-SIZE = 512
-ROUNDS = 7
 GOAL = 1000.0
 
 
-def _setup(dim):
+class Sizes(NamedTuple):
+  size: int  # n per side
+  dims: tuple[int, ...]
+  block: int  # operations per block (the experiment's checkpoint_every)
+  rounds: int
+  repeats: int
+
+
+FULL = Sizes(size=512, dims=(2, 8), block=500, rounds=7, repeats=3)
+TINY = Sizes(size=16, dims=(2,), block=16, rounds=1, repeats=1)
+
+
+def _setup(dim, sizes):
   config = wasserstein_config.get_config()
+  # One block: the stream's first block is drawn first, so it is the same
+  # as in the experiment's longer stream.
+  config.checkpoint_every = config.num_ops = sizes.block
   points_a, points_b, ops = wasserstein.make_stream(config, "uniform", dim,
-                                                    SIZE, seed=dim)
+                                                    sizes.size, seed=dim)
   tree = matching.ShiftedQuadtree(
-      dim=dim, capacity=wasserstein.capacity_of(config, SIZE), p=1)
+      dim=dim, capacity=wasserstein.capacity_of(config, sizes.size), p=1)
   state = tree.build(jax.random.key(0), points_a, points_b)
   block = matching.Operations(*(jnp.asarray(x[0]) for x in ops))
   return tree, state, block, points_a, points_b
 
 
-def main():
-  for dim in (2, 8):
-    tree, state, block, points_a, points_b = _setup(dim)
+def main(tiny: bool = False):
+  sizes = TINY if tiny else FULL
+  size = sizes.size
+  for dim in sizes.dims:
+    tree, state, block, points_a, points_b = _setup(dim, sizes)
     point = jnp.asarray(points_a[0])
 
     def single_update(state):
@@ -61,22 +80,22 @@ def main():
         "single": (single_update, (state,)),
         "rebuild": (rebuild, (jnp.asarray(points_a), jnp.asarray(points_b))),
         "hungarian": (matching.optimal_matching, (points_a, points_b, 1)),
-    }, rounds=ROUNDS, repeats=3)
+    }, rounds=sizes.rounds, repeats=sizes.repeats)
     per_op = np.asarray(seconds["block"]) / len(block.kind)
     hungarian = np.asarray(seconds["hungarian"])
     single = np.asarray(seconds["single"]) / 2  # two updates per call
     speedup = np.median(hungarian / per_op)
-    print(f"d={dim}, n={SIZE}: update throughput vs Hungarian:"
+    print(f"d={dim}, n={size}: update throughput vs Hungarian:"
           f" {speedup:.0f}x (goal >= {GOAL:.0f}x)"
           f"  [{1e6 * np.median(per_op):.1f} us per op in a block of"
           f" {len(block.kind)} vs {1e3 * np.median(hungarian):.1f} ms]")
-    print(f"d={dim}, n={SIZE}: single-call update vs Hungarian:"
+    print(f"d={dim}, n={size}: single-call update vs Hungarian:"
           f" {np.median(hungarian / single):.0f}x"
           f"  [{1e6 * np.median(single):.0f} us per update]")
-    print(f"d={dim}, n={SIZE}: rebuild + greedy vs Hungarian:"
+    print(f"d={dim}, n={size}: rebuild + greedy vs Hungarian:"
           f" {np.median(hungarian / np.asarray(seconds['rebuild'])):.1f}x"
           f"  [{1e3 * np.median(seconds['rebuild']):.1f} ms]")
 
 
 if __name__ == "__main__":
-  main()
+  benchmarks.cli(main)

@@ -31,28 +31,61 @@ the plain step and against the bare ``L @ Q`` and QR calls, and the first
 call (``eigh``) against the bare ``eigh`` calls, medians of alternating
 rounds.
 
-Run: ``python -m benchmarks.optim``.
+Run: ``python -m benchmarks.optim`` (``--tiny``: 16 x 16 matrices, a 1-layer
+d = 16 LM on 2 x 8 tokens, SOAP on 8 x 16 matrices, one round of one repeat).
 """
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+import benchmarks
 from jaxpapers import profiling
 from experiments import lm
 from jaxpapers import models
 from jaxpapers import optim
 
-ROUNDS = 3
-LM_CONFIG = models.TransformerConfig(max_len=64, d_model=384, num_heads=6,
-                                     num_layers=6, d_ff=1536)
-LM_BATCH = 16
+
+class Sizes(NamedTuple):
+  shapes: dict[str, tuple[int, ...]]  # of the optimizer-update pytree
+  lm: models.TransformerConfig
+  lm_batch: int
+  rounds: int
+  update_repeats: int
+  train_repeats: int
+  soap_shapes: dict[str, tuple[int, int]]
+  soap_frequency: int
+  soap_rounds: int
+  soap_repeats: int
+  # Steps on different gradients before SOAP is timed: enough to make every
+  # factor full rank. LAPACK's QR of a rank-deficient L Q runs into
+  # subnormal floats and takes ~25x longer (1024 x 1024 of rank 256: 15 s
+  # against 0.6 s here).
+  soap_warmup_steps: int
 
 
-def _pytree_params_and_grads():
-  shapes = {"w1": (2048, 2048), "w2": (2048, 2048), "w3": (1024, 2048),
-            "b": (2048,)}
+FULL = Sizes(
+    shapes={"w1": (2048, 2048), "w2": (2048, 2048), "w3": (1024, 2048),
+            "b": (2048,)},
+    lm=models.TransformerConfig(max_len=64, d_model=384, num_heads=6,
+                                num_layers=6, d_ff=1536),
+    lm_batch=16, rounds=3, update_repeats=7, train_repeats=5,
+    soap_shapes={"up": (256, 1024), "down": (1024, 256), "q": (256, 256),
+                 "k": (256, 256), "v": (256, 256), "o": (256, 256)},
+    soap_frequency=10, soap_rounds=5, soap_repeats=3, soap_warmup_steps=5)
+TINY = Sizes(
+    shapes={"w1": (16, 16), "b": (16,)},
+    lm=models.TransformerConfig(max_len=8, d_model=16, num_heads=2,
+                                num_layers=1, d_ff=32),
+    lm_batch=2, rounds=1, update_repeats=1, train_repeats=1,
+    soap_shapes={"up": (8, 16), "down": (16, 8)}, soap_frequency=2,
+    soap_rounds=1, soap_repeats=1, soap_warmup_steps=2)
+
+
+def _pytree_params_and_grads(shapes):
   keys = jax.random.split(jax.random.key(0), 2 * len(shapes))
   params = {k: jax.random.normal(keys[i], s)
             for i, (k, s) in enumerate(shapes.items())}
@@ -82,7 +115,7 @@ def _train_step(tx, model: lm.LanguageModel):
   return step
 
 
-def _compare(make_step, params, batch, optimizers, repeats):
+def _compare(make_step, params, batch, optimizers, rounds, repeats):
   """Best time per step and state bytes of each optimizer, alternating."""
   runs = {}
   for name, tx in optimizers.items():
@@ -93,7 +126,7 @@ def _compare(make_step, params, batch, optimizers, repeats):
     runs[name] = (step, p, state)
   # Alternate the two sides so that load from other processes hits both.
   best = {name: float("inf") for name in runs}
-  for _ in range(ROUNDS):
+  for _ in range(rounds):
     for name, (step, p, state) in runs.items():
       best[name] = min(best[name], profiling.time_jitted(step, p, state, batch,
                                                       repeats=repeats))
@@ -120,19 +153,12 @@ def _num_params(params) -> int:
   return sum(x.size for x in jax.tree.leaves(params))
 
 
-SOAP_SHAPES = {"up": (256, 1024), "down": (1024, 256), "q": (256, 256),
-               "k": (256, 256), "v": (256, 256), "o": (256, 256)}
-SOAP_FREQUENCY = 10
-SOAP_ROUNDS = 5
-SOAP_WARMUP_STEPS = 5
-
-
-def _soap_params_and_grads(seed=2):
-  keys = jax.random.split(jax.random.key(seed), 2 * len(SOAP_SHAPES))
+def _soap_params_and_grads(shapes, seed=2):
+  keys = jax.random.split(jax.random.key(seed), 2 * len(shapes))
   params = {k: jax.random.normal(keys[i], s)
-            for i, (k, s) in enumerate(SOAP_SHAPES.items())}
-  grads = {k: 1e-2 * jax.random.normal(keys[len(SOAP_SHAPES) + i], s)
-           for i, (k, s) in enumerate(SOAP_SHAPES.items())}
+            for i, (k, s) in enumerate(shapes.items())}
+  grads = {k: 1e-2 * jax.random.normal(keys[len(shapes) + i], s)
+           for i, (k, s) in enumerate(shapes.items())}
   return params, grads
 
 
@@ -140,17 +166,16 @@ def _median_ratio(secs, num, den):
   return float(np.median([a / b for a, b in zip(secs[num], secs[den])]))
 
 
-def _soap_report():
+def _soap_report(sizes):
   """SOAP's three kinds of step against optax.adam and the bare decompositions."""
-  params, grads = _soap_params_and_grads()
-  tx = optim.scale_by_soap(precondition_frequency=SOAP_FREQUENCY)
+  shapes, frequency = sizes.soap_shapes, sizes.soap_frequency
+  params, grads = _soap_params_and_grads(shapes)
+  tx = optim.scale_by_soap(precondition_frequency=frequency)
   update = jax.jit(tx.update)
   state = tx.init(params)
-  # Five steps on different gradients make every factor full rank: LAPACK's
-  # QR of a rank-deficient L Q runs into subnormal floats and takes ~25x
-  # longer (1024 x 1024 of rank 256: 15 s against 0.6 s here).
-  for i in range(SOAP_WARMUP_STEPS):
-    _, state = update(_soap_params_and_grads(seed=3 + i)[1], state, params)
+  for i in range(sizes.soap_warmup_steps):
+    _, state = update(_soap_params_and_grads(shapes, seed=3 + i)[1], state,
+                      params)
   at = lambda count: state._replace(count=jnp.asarray(count, jnp.int32))
   first = tx.init(params)
   adam = optax.scale_by_adam(b1=0.95, b2=0.95)
@@ -162,14 +187,14 @@ def _soap_report():
                                     for l, q in zip(ls, qs)])
   secs = profiling.alternating_seconds({
       "adam": (adam_update, (grads, adam.init(params), params)),
-      "plain": (update, (grads, at(SOAP_FREQUENCY + 1), params)),
-      "refresh": (update, (grads, at(SOAP_FREQUENCY), params)),
+      "plain": (update, (grads, at(frequency + 1), params)),
+      "refresh": (update, (grads, at(frequency), params)),
       "first": (update, (grads, first, params)),
       "eigh": (bare_eigh, (factors,)),
       "qr": (bare_qr, (factors, bases)),
-  }, rounds=SOAP_ROUNDS, repeats=3)
-  shapes = ", ".join(f"{s[0]}x{s[1]}" for s in SOAP_SHAPES.values())
-  print(f"== SOAP (scale_by_soap) on {shapes}; medians of {SOAP_ROUNDS}"
+  }, rounds=sizes.soap_rounds, repeats=sizes.soap_repeats)
+  listed = ", ".join(f"{s[0]}x{s[1]}" for s in shapes.values())
+  print(f"== SOAP (scale_by_soap) on {listed}; medians of {sizes.soap_rounds}"
         " alternating rounds")
   for name in secs:
     print(f"{name:8s} {1e3 * np.median(secs[name]):9.2f} ms")
@@ -186,7 +211,8 @@ def _soap_report():
         f" {_median_ratio(secs, 'first', 'eigh'):.2f}x")
 
 
-def main():
+def main(tiny: bool = False):
+  sizes = TINY if tiny else FULL
   adamw = optax.adamw(1e-3, b1=0.9, b2=0.95, weight_decay=1e-3)
   optimizers = {
       "adamw": adamw,
@@ -194,8 +220,9 @@ def main():
                                                 gamma=0.99),
   }
 
-  params, grads = _pytree_params_and_grads()
-  runs, best = _compare(_update_step, params, grads, optimizers, repeats=7)
+  params, grads = _pytree_params_and_grads(sizes.shapes)
+  runs, best = _compare(_update_step, params, grads, optimizers, sizes.rounds,
+                        sizes.update_repeats)
   traffic = _report("optimizer update", params, runs, best, grads)
   print(f"  ({traffic[0] / _nbytes(params):.0f} vs"
         f" {traffic[1] / _nbytes(params):.0f} parameter-sized arrays moved)")
@@ -204,18 +231,18 @@ def main():
   print(f"extra state: {extra / _nbytes(params):.6f} parameter-sized buffers"
         f" (+{extra - _nbytes(params)} bytes of scalars; goal 1)")
 
-  model = lm.LanguageModel(LM_CONFIG)
+  model = lm.LanguageModel(sizes.lm)
   params = model.init(0)
   windows = jax.random.randint(jax.random.key(1),
-                               (LM_BATCH, LM_CONFIG.max_len + 1), 0,
-                               LM_CONFIG.vocab_size, dtype=jnp.int32)
+                               (sizes.lm_batch, sizes.lm.max_len + 1), 0,
+                               sizes.lm.vocab_size, dtype=jnp.int32)
   runs, best = _compare(lambda tx: _train_step(tx, model), params, windows,
-                        optimizers, repeats=5)
-  _report(f"training step, LM on {LM_BATCH}x{LM_CONFIG.max_len} tokens",
+                        optimizers, sizes.rounds, sizes.train_repeats)
+  _report(f"training step, LM on {sizes.lm_batch}x{sizes.lm.max_len} tokens",
           params, runs, best, windows)
 
-  _soap_report()
+  _soap_report(sizes)
 
 
 if __name__ == "__main__":
-  main()
+  benchmarks.cli(main)

@@ -10,19 +10,37 @@ the rollout experiment's forecasters on co2 windows (L = 104, batch 64):
 Each side runs the experiment's own jitted chunk of training steps (one run,
 no vmap over seeds), so the numbers are those of ``experiments.rollout``.
 
-Run: ``python -m benchmarks.rollout``.
+Run: ``python -m benchmarks.rollout`` (``--tiny``: the MLP alone, of widths
+8, L = 16, batch 4, 2 steps per call, k = 2, one round of one repeat).
 """
+
+from typing import NamedTuple
 
 import jax.numpy as jnp
 
+import benchmarks
 from jaxpapers import profiling
 from experiments import rollout
 from experiments.configs import rollout as rollout_config
 
 DATASET = "co2"
-STEPS_PER_CALL = 50  # amortise dispatch: every side runs in one lax.scan
-UNROLL_KS = (4, 8)
-ROUNDS = 5
+
+
+class Sizes(NamedTuple):
+  models: tuple[str, ...] | None  # None: the experiment's
+  lookback: int | None  # None: the experiment's
+  batch_size: int | None  # None: the experiment's
+  hidden: tuple[int, ...] | None  # MLP widths; None: the experiment's
+  steps_per_call: int  # amortise dispatch: every side runs in one lax.scan
+  unroll_ks: tuple[int, ...]
+  rounds: int
+  repeats: int
+
+
+FULL = Sizes(models=None, lookback=None, batch_size=None, hidden=None,
+             steps_per_call=50, unroll_ks=(4, 8), rounds=5, repeats=3)
+TINY = Sizes(models=("mlp",), lookback=16, batch_size=4, hidden=(8, 8),
+             steps_per_call=2, unroll_ks=(2,), rounds=1, repeats=1)
 
 
 def _training_chunk(group, task, config):
@@ -34,24 +52,34 @@ def _training_chunk(group, task, config):
                  windows)
 
 
-def _step_seconds(sides):
+def _step_seconds(sides, sizes):
   """Seconds per training step of each side, timed in interleaved rounds.
 
   On a shared machine, load comes and goes; interleaving the sides and
   keeping each one's best round exposes them to the same conditions.
   """
   best = {name: float("inf") for name in sides}
-  for _ in range(ROUNDS):
+  for _ in range(sizes.rounds):
     for name, (chunk, args) in sides.items():
-      seconds = profiling.time_jitted(chunk, *args, repeats=3)
-      best[name] = min(best[name], seconds / STEPS_PER_CALL)
+      seconds = profiling.time_jitted(chunk, *args, repeats=sizes.repeats)
+      best[name] = min(best[name], seconds / sizes.steps_per_call)
   return best
 
 
-def main():
+def main(tiny: bool = False):
+  sizes = TINY if tiny else FULL
+  unroll_ks = sizes.unroll_ks
   config = rollout_config.get_config()
-  config.log_every = STEPS_PER_CALL
-  config.unroll_ks = UNROLL_KS
+  config.log_every = sizes.steps_per_call
+  config.unroll_ks = unroll_ks
+  if sizes.models is not None:
+    config.models = sizes.models
+  if sizes.lookback is not None:
+    config.tasks[DATASET].lookback = sizes.lookback
+  if sizes.batch_size is not None:
+    config.train.batch_size = sizes.batch_size
+  if sizes.hidden is not None:
+    config.model.hidden = sizes.hidden
   task = rollout.load_task(DATASET, config)
   print(f"training step on {DATASET} (L={task.lookback}, batch"
         f" {config.train.batch_size}); ratios over teacher forcing (TF)")
@@ -63,18 +91,18 @@ def main():
     variants = {"tf": group._replace(method="unroll", unroll_k=1),
                 "penalty": group}
     variants.update({k: group._replace(method="unroll", unroll_k=k)
-                     for k in UNROLL_KS})
+                     for k in unroll_ks})
     seconds = _step_seconds({name: _training_chunk(g, task, config)
-                             for name, g in variants.items()})
+                             for name, g in variants.items()}, sizes)
     tf = seconds["tf"]
     line = (f"{model:8s} TF {1e6 * tf:6.0f} us | TF + JVP"
             f" {seconds['penalty'] / tf:.2f}x (goal <= 2.0)")
-    for k in UNROLL_KS:
+    for k in unroll_ks:
       line += f" | unroll{k} {seconds[k] / tf:.2f}x"
-    line += (f" | TF + JVP / unroll{UNROLL_KS[-1]}:"
-             f" {seconds['penalty'] / seconds[UNROLL_KS[-1]]:.2f}")
+    line += (f" | TF + JVP / unroll{unroll_ks[-1]}:"
+             f" {seconds['penalty'] / seconds[unroll_ks[-1]]:.2f}")
     print(line)
 
 
 if __name__ == "__main__":
-  main()
+  benchmarks.cli(main)

@@ -8,27 +8,43 @@
    count per step, and the cost relative to D64xL2.
 
 Untrained weights: the cost of a step or a tour does not depend on them.
-Run: ``python -m benchmarks.routing``.
+Run: ``python -m benchmarks.routing`` (``--tiny``: 8 TSP6 instances, one
+model D16xL1, batch 4, 2 steps per call, one round of one repeat).
 """
+
+from typing import NamedTuple
 
 from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+import benchmarks
 from experiments import harness
 from jaxpapers import profiling
 from jaxpapers import routing
 from jaxpapers.routing import imitation
 from jaxpapers.routing import lehd
 
-NUM_CITIES = 10
-NUM_INSTANCES = 1000
-BATCH = 256
-STEPS_PER_CALL = 20
-ROUNDS = 5
-GRID = {"D64xL1": (64, 1), "D64xL2": (64, 2), "D64xL4": (64, 4),
-        "D48xL2": (48, 2), "D96xL2": (96, 2)}
+
+class Sizes(NamedTuple):
+  num_cities: int
+  num_instances: int
+  batch: int
+  steps_per_call: int
+  rounds: int
+  repeats: int
+  grid: dict[str, tuple[int, int]]  # name: (width, decoder layers)
+  base: str  # the grid's reference configuration
+
+
+FULL = Sizes(num_cities=10, num_instances=1000, batch=256, steps_per_call=20,
+             rounds=5, repeats=3,
+             grid={"D64xL1": (64, 1), "D64xL2": (64, 2), "D64xL4": (64, 4),
+                   "D48xL2": (48, 2), "D96xL2": (96, 2)},
+             base="D64xL2")
+TINY = Sizes(num_cities=6, num_instances=8, batch=4, steps_per_call=2,
+             rounds=1, repeats=1, grid={"D16xL1": (16, 1)}, base="D16xL1")
 
 
 def _split(width, layers):
@@ -36,53 +52,58 @@ def _split(width, layers):
   return nnx.split(lehd.HeavyDecoder(config, rngs=nnx.Rngs(0)), nnx.Param)
 
 
-def decoding(coords):
+def decoding(coords, sizes):
   nearest = (routing.nearest_neighbour, (np.asarray(coords),))
-  print(f"1. greedy decoding, {NUM_INSTANCES} TSP{NUM_CITIES} instances"
-        f" ({ROUNDS} alternating rounds; ratio = model / nearest-neighbour"
-        " instances per second):")
-  for name, sizes in GRID.items():
-    graphdef, params = _split(*sizes)
+  count = sizes.num_instances
+  print(f"1. greedy decoding, {count} TSP{sizes.num_cities} instances"
+        f" ({sizes.rounds} alternating rounds; ratio = model /"
+        " nearest-neighbour instances per second):")
+  for name, shape in sizes.grid.items():
+    graphdef, params = _split(*shape)
     greedy = jax.jit(lambda p, c, g=graphdef: routing.greedy_tours(
         nnx.merge(g, p), c))
     seconds = profiling.alternating_seconds(
-        {"model": (greedy, (params, coords)), "nn": nearest}, rounds=ROUNDS)
+        {"model": (greedy, (params, coords)), "nn": nearest},
+        rounds=sizes.rounds, repeats=sizes.repeats)
     ratio = harness.paired_ratio(seconds["nn"], seconds["model"])
-    print(f"  {name}: {NUM_INSTANCES / np.median(seconds['model']):9.0f}"
-          f" inst/s vs NN {NUM_INSTANCES / np.median(seconds['nn']):9.0f}"
+    print(f"  {name}: {count / np.median(seconds['model']):9.0f}"
+          f" inst/s vs NN {count / np.median(seconds['nn']):9.0f}"
           f" inst/s: {ratio['ratio']:.3f}x"
           f" [{ratio['low']:.3f}, {ratio['high']:.3f}]")
 
 
-def training(coords, tours):
-  print(f"2. one training step (batch {BATCH}, Adam), {STEPS_PER_CALL} steps"
+def training(coords, tours, sizes):
+  steps = sizes.steps_per_call
+  print(f"2. one training step (batch {sizes.batch}, Adam), {steps} steps"
         " per compiled call:")
   tx = imitation.optimizer(1e-3, steps_per_epoch=100)
   costs = {}
-  for name, sizes in GRID.items():
-    graphdef, params = _split(*sizes)
+  for name, shape in sizes.grid.items():
+    graphdef, params = _split(*shape)
     state = imitation.TrainState(params, tx.init(params))
     args = (state, coords, tours, jax.random.key(0), jnp.asarray(0))
-    kwargs = dict(graphdef=graphdef, tx=tx, batch_size=BATCH)
+    kwargs = dict(graphdef=graphdef, tx=tx, batch_size=sizes.batch)
     flops = imitation.train_steps.lower(*args, num_steps=1,
                                         **kwargs).cost_analysis()["flops"]
     seconds = profiling.time_jitted(
         lambda *a, k=kwargs: imitation.train_steps(
-            *a, num_steps=STEPS_PER_CALL, **k), *args, repeats=3)
-    costs[name] = (seconds / STEPS_PER_CALL, flops)
-  base = costs["D64xL2"][0]
+            *a, num_steps=steps, **k), *args, repeats=sizes.repeats)
+    costs[name] = (seconds / steps, flops)
+  base = costs[sizes.base][0]
   for name, (seconds, flops) in costs.items():
     print(f"  {name}: {1e3 * seconds:7.1f} ms/step, {flops / 1e9:5.2f} GFLOP"
           f" ({flops / seconds / 1e9:5.1f} GFLOP/s), {seconds / base:.2f}x"
-          " D64xL2")
+          f" {sizes.base}")
 
 
-def main():
-  coords = jnp.asarray(routing.random_instances(0, NUM_INSTANCES, NUM_CITIES))
+def main(tiny: bool = False):
+  sizes = TINY if tiny else FULL
+  coords = jnp.asarray(routing.random_instances(0, sizes.num_instances,
+                                                sizes.num_cities))
   tours = jnp.asarray(routing.held_karp(np.asarray(coords))[0])
-  decoding(coords)
-  training(coords, tours)
+  decoding(coords, sizes)
+  training(coords, tours, sizes)
 
 
 if __name__ == "__main__":
-  main()
+  benchmarks.cli(main)

@@ -14,34 +14,58 @@ vmapped in one compiled call:
 On a real generator the logit passes dominate, so the ratio tends to 3/2;
 the toy's passes are cheap, which makes the projection's share the largest.
 
-Run: ``python -m benchmarks.var``.
+Run: ``python -m benchmarks.var`` (``--tiny``: scales 1 and 2, d = 4 bits,
+2 images, one round of one repeat).
 """
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+import benchmarks
 from jaxpapers import profiling
 from jaxpapers.var import bitedit
 from jaxpapers.var import editing
 from jaxpapers.var import toy
 
-NUM_IMAGES = 64
 CFG_SCALE = 3.0
-ROUNDS = 9
+PROMPT_DIM = 16
 
 
-def main():
-  generator = toy.toy_generator(jax.random.key(0), prompt_gain=0.5)
+class Sizes(NamedTuple):
+  scales: tuple[int, ...]  # of the toy generator, coarse to fine
+  num_bits: int
+  num_images: int
+  rounds: int
+  repeats: int
+
+
+FULL = Sizes(scales=(1, 2, 4, 8), num_bits=8, num_images=64, rounds=9,
+             repeats=5)
+TINY = Sizes(scales=(1, 2), num_bits=4, num_images=2, rounds=1, repeats=1)
+
+
+def main(tiny: bool = False):
+  sizes = TINY if tiny else FULL
+  num_images = sizes.num_images
+  generator = toy.toy_generator(jax.random.key(0), scales=sizes.scales,
+                                num_bits=sizes.num_bits,
+                                prompt_dim=PROMPT_DIM, prompt_gain=0.5)
   keys = jax.random.split(jax.random.key(1), 4)
-  source_prompts = jax.random.normal(keys[0], (NUM_IMAGES, 16))
-  target_prompts = source_prompts + jax.random.normal(keys[1], (NUM_IMAGES, 16))
-  noise = jax.random.split(keys[2], NUM_IMAGES)
-  mask = jnp.zeros((8, 8)).at[2:6, 2:6].set(1.0)
+  source_prompts = jax.random.normal(keys[0], (num_images, PROMPT_DIM))
+  target_prompts = source_prompts + jax.random.normal(
+      keys[1], (num_images, PROMPT_DIM))
+  noise = jax.random.split(keys[2], num_images)
+  # The middle half of the finest scale along each side is edited.
+  side = sizes.scales[-1]
+  mask = jnp.zeros((side, side)).at[side // 4:3 * side // 4,
+                                    side // 4:3 * side // 4].set(1.0)
 
   sample = jax.jit(jax.vmap(lambda k, p: editing.sample(
       generator, k, p, cfg_scale=CFG_SCALE)))
-  sources = sample(jax.random.split(keys[3], NUM_IMAGES), source_prompts)
+  sources = sample(jax.random.split(keys[3], num_images), source_prompts)
 
   def editor(trust):
     config = bitedit.bit_edit(1.0, 0.1, trust=trust)
@@ -52,10 +76,11 @@ def main():
   for trust in bitedit.TRUST_MODES:
     calls[f"edit_{trust}"] = (editor(trust), (noise, sources, source_prompts,
                                               target_prompts))
-  seconds = profiling.alternating_seconds(calls, rounds=ROUNDS, repeats=5)
+  seconds = profiling.alternating_seconds(calls, rounds=sizes.rounds,
+                                          repeats=sizes.repeats)
   for name, (fn, args) in calls.items():
     footprint = profiling.compiled_footprint(fn.lower(*args).compile())
-    print(f"{name:15s} {1e6 * np.median(seconds[name]) / NUM_IMAGES:8.1f}"
+    print(f"{name:15s} {1e6 * np.median(seconds[name]) / num_images:8.1f}"
           f" us/image, peak {footprint['peak_bytes'] / 2**20:6.2f} MiB"
           f" (temporaries {footprint['temp_bytes'] / 2**20:6.2f} MiB)")
     calls[name] = footprint
@@ -71,4 +96,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  benchmarks.cli(main)

@@ -22,6 +22,7 @@ import ml_collections
 import numpy as np
 
 from experiments import harness
+from experiments.configs import bitresedit as bitresedit_config
 from jaxpapers.var import bitedit
 from jaxpapers.var import editing
 from jaxpapers.var import toy
@@ -419,18 +420,17 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
 
 
 def validate(config):
-  if not config.seeds:
-    raise ValueError("seeds must list at least one seed.")
-  if len(config.strengths) < 3 or config.strengths[0] != 0:
-    raise ValueError(f"strengths must start at 0 and hold >= 3 values; got"
-                     f" {config.strengths}.")
+  """Relations between fields; each field's range is in ``FIELDS``."""
+  if config.strengths[0] != 0:
+    raise ValueError(f"strengths must start at 0; got {config.strengths}.")
   if sorted(config.trust_modes) != sorted(bitedit.TRUST_MODES):
     raise ValueError(f"trust_modes must be {bitedit.TRUST_MODES} (the checks"
                      f" use both); got {config.trust_modes}.")
-  if not 1 <= config.num_examples <= config.num_images:
-    raise ValueError(f"num_examples must be in [1, num_images]; got"
-                     f" {config.num_examples}.")
+  if config.num_examples > config.num_images:
+    raise ValueError(f"num_examples must be <= num_images"
+                     f"={config.num_images}; got {config.num_examples}.")
 
 
 if __name__ == "__main__":
-  harness.run(main, name="bitresedit", validate=validate)
+  harness.run(main, name="bitresedit", fields=bitresedit_config.FIELDS,
+              validate=validate)

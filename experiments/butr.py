@@ -21,6 +21,7 @@ import numpy as np
 from scipy import stats
 
 from experiments import harness
+from experiments.configs import butr as butr_config
 from jaxpapers import detection
 from jaxpapers.detection import blobs
 
@@ -369,4 +370,4 @@ def validate(config):
 
 
 if __name__ == "__main__":
-  harness.run(main, name="butr", validate=validate)
+  harness.run(main, name="butr", fields=butr_config.FIELDS, validate=validate)

@@ -1,16 +1,24 @@
 r"""The monitor: a static site of Evaluation Cards for every run, and for third-party records.
 
   python -m experiments.cards [DIR ...] [--out SITE]
+  python -m experiments.cards --regenerate DIR ...
 
 Each ``DIR`` (default ``runs/``) is searched for experiment workdirs (a
 folder with ``report.json``); a ``DIR`` that holds none is read as a
 directory of third-party EEE records (one record per JSON file, as the EEE
-datastore keeps them): they are validated, given signals, and records that
-do not validate are listed with the reason. ``SITE`` (default
+datastore keeps them, of any schema version): every record is shown and
+given signals, and what a record violates of the schema version it declares
+(or of 0.3.0, for a version we do not know) is listed as its completeness
+finding; files that are not JSON are listed too. ``SITE`` (default
 ``<first DIR>/site``) gets ``index.html``, one page per run and per
 third-party directory, the runs' figures and one stylesheet. Plain HTML and
 CSS, a few lines of JavaScript for the research/policy audience toggle; no
 server and no network at view time.
+
+``--regenerate`` writes nothing of a site: it rebuilds each workdir's
+``eee/`` records from its ``report.json`` (``card.regenerate``, the code the
+harness writes them with), e.g. after a change of the record format:
+``python -m experiments.cards --regenerate experiments/results``.
 """
 
 import datetime
@@ -27,6 +35,9 @@ from absl import flags
 from jaxpapers import evalcards
 
 _OUT = flags.DEFINE_string("out", None, "Output folder; default <first DIR>/site.")
+_REGENERATE = flags.DEFINE_bool(
+    "regenerate", False, "Rebuild each workdir's eee/ records from its"
+    " report.json instead of writing a site.")
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em;
@@ -107,7 +118,7 @@ def write_site(dirs: list[str], out: str) -> dict[str, Any]:
   sources = []
   for directory in third_party:
     loaded = evalcards.load_directory(directory)
-    analysis = evalcards.analyze(r for _, r in loaded.records)
+    analysis = evalcards.analyze(loaded)
     page = "third_party_" + _slug(os.path.basename(os.path.abspath(directory)))
     os.makedirs(os.path.join(out, page), exist_ok=True)
     _write(os.path.join(out, page, "index.html"),
@@ -140,7 +151,8 @@ def _index(runs, sources) -> str:
         f"{_e(os.path.basename(os.path.abspath(source['directory'])))}</a>"
         "<br><small>third-party EEE records</small></td>"
         f"<td>{len(loaded.records)} records, {summary['num_results']} results"
-        f" ({len(loaded.rejected)} rejected)</td><td>&mdash;</td>"
+        f" ({len(source['analysis']['record_findings'])} files with findings)"
+        "</td><td>&mdash;</td>"
         f"<td>{_badges(summary)}</td><td>&mdash;</td><td>&mdash;</td></tr>")
   return (
       "<h1>Evaluation Cards</h1>"
@@ -226,8 +238,10 @@ def _source_page(directory, loaded, analysis) -> str:
       f"<td>{r['score']:.4g}</td><td>{_e(r['organization'])} ({_e(r['source'])})</td>"
       f"<td>{_e(', '.join(r['reproducibility']['missing']) or 'none')}</td></tr>"
       for r in analysis["results"])
-  rejected = "".join(f"<li><code>{_e(os.path.relpath(p, directory))}</code>:"
-                     f" {_e(why)}</li>" for p, why in loaded.rejected)
+  findings = "".join(
+      f"<li><code>{_e(path)}</code><ul>"
+      + "".join(f"<li>{_e(f)}</li>" for f in found) + "</ul></li>"
+      for path, found in analysis["record_findings"].items())
   return (
       "<p><a href='../index.html'>&larr; all runs</a></p>"
       f"<h1>Third-party records: {_e(directory)}</h1>"
@@ -238,8 +252,12 @@ def _source_page(directory, loaded, analysis) -> str:
       "<h2>Results</h2><table id='results'><tr><th>record</th><th>evaluation</th>"
       "<th>score</th><th>source</th><th>missing for reproduction</th></tr>"
       f"{results}</table>"
-      f"<h2>Rejected records ({len(loaded.rejected)})</h2><ul id='rejected'>"
-      f"{rejected}</ul>")
+      f"<h2>Completeness findings ({len(analysis['record_findings'])} of"
+      f" {analysis['num_records']} files)</h2>"
+      "<p>What each file violates of the EEE schema version it declares"
+      " (or of the version we know, for one we do not); its readable"
+      " results are shown above.</p>"
+      f"<ul id='findings'>{findings}</ul>")
 
 
 def _badges(summary: Mapping[str, Any]) -> str:
@@ -282,16 +300,33 @@ def _e(value: Any) -> str:
   return html.escape(str(value), quote=True)
 
 
+def regenerate(dirs: Iterable[str]) -> list[str]:
+  """Rebuilds the ``eee/`` records of every workdir under ``dirs``; returns the paths."""
+  from experiments.harness import card as card_lib  # pylint: disable=g-import-not-at-top
+  workdirs, _ = find_sources(dirs)
+  return [path for _, workdir in workdirs
+          for path in card_lib.regenerate(workdir)]
+
+
 def main(argv: list[str]) -> None:
   dirs = argv[1:] or ["runs"]
+  if _REGENERATE.value:
+    paths = regenerate(dirs)
+    print(f"{len(paths)} EEE records rebuilt from report.json:")
+    for path in paths:
+      print(f"  {path}")
+    return
   site = write_site(dirs, _OUT.value or os.path.join(dirs[0], "site"))
-  rejected = sum(len(s["loaded"].rejected) for s in site["sources"])
+  with_findings = sum(len(s["analysis"]["record_findings"])
+                      for s in site["sources"])
   print(f"{len(site['runs'])} runs, {len(site['sources'])} third-party"
-        f" directories ({rejected} records rejected):"
+        f" directories ({with_findings} record files with findings):"
         f" {os.path.join(site['out'], 'index.html')}")
   for source in site["sources"]:
-    for path, why in source["loaded"].rejected:
-      print(f"  rejected {path}: {why}", file=sys.stderr)
+    for path, found in source["analysis"]["record_findings"].items():
+      print(f"  {os.path.join(source['directory'], path)}: {found[0]}"
+            + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""),
+            file=sys.stderr)
 
 
 if __name__ == "__main__":

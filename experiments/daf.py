@@ -20,6 +20,7 @@ import numpy as np
 from sklearn import model_selection
 
 from experiments import harness
+from experiments.configs import daf as daf_config
 from jaxpapers import continual
 from jaxpapers import data as data_lib
 from jaxpapers import profiling
@@ -394,4 +395,4 @@ def validate(config):
 
 
 if __name__ == "__main__":
-  harness.run(main, name="daf", validate=validate)
+  harness.run(main, name="daf", fields=daf_config.FIELDS, validate=validate)

@@ -27,6 +27,7 @@ import ml_collections
 import numpy as np
 
 from experiments import harness
+from experiments.configs import dynamauction as dynamauction_config
 from jaxpapers.auctions import dp_oracle
 from jaxpapers.auctions import environment as env_lib
 from jaxpapers.auctions import mpc
@@ -289,4 +290,4 @@ def model_metadata(config):
 
 
 if __name__ == "__main__":
-  harness.run(main, name="dynamauction")
+  harness.run(main, name="dynamauction", fields=dynamauction_config.FIELDS)

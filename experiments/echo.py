@@ -22,6 +22,7 @@ import ml_collections
 import numpy as np
 
 from experiments import harness
+from experiments.configs import echo as echo_config
 from jaxpapers import models
 from jaxpapers.rl import echo
 from jaxpapers.rl import shell
@@ -349,9 +350,12 @@ def validate(config):
   if config.rl.steps % config.eval.every:
     raise ValueError(f"rl.steps={config.rl.steps} must be a multiple of"
                      f" eval.every={config.eval.every}.")
-  if config.rl.lambda_schedule not in echo.SCHEDULES:
-    raise ValueError(f"rl.lambda_schedule must be one of {echo.SCHEDULES}.")
+  env = config.env
+  if not env.min_commands <= env.max_commands <= env.num_turns:
+    raise ValueError(
+        "env needs min_commands <= max_commands <= num_turns; got"
+        f" {env.min_commands}, {env.max_commands}, {env.num_turns}.")
 
 
 if __name__ == "__main__":
-  harness.run(main, name="echo", validate=validate)
+  harness.run(main, name="echo", fields=echo_config.FIELDS, validate=validate)

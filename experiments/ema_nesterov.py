@@ -27,6 +27,7 @@ import optax
 
 from experiments import harness
 from experiments import lm
+from experiments.configs import ema_nesterov as ema_nesterov_config
 from jaxpapers import models
 from jaxpapers import optim
 
@@ -387,4 +388,5 @@ def _fmt(value) -> str:
 
 
 if __name__ == "__main__":
-  harness.run(main, name="ema_nesterov", validate=validate)
+  harness.run(main, name="ema_nesterov", fields=ema_nesterov_config.FIELDS,
+              validate=validate)

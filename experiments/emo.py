@@ -26,6 +26,7 @@ import numpy as np
 import optax
 
 from experiments import harness
+from experiments.configs import emo as emo_config
 from jaxpapers import models
 from jaxpapers import moe
 from jaxpapers.data import multidomain
@@ -57,18 +58,24 @@ BARELY_MOVES = 0.05
 MUCH_MORE = 2.0
 
 
-def build_model(config, kind: str, seed: int) -> models.Transformer:
+def moe_config(config, kind: str) -> moe.MoEConfig:
+  """The MoE layer's config (refuses bad hyperparameters by name)."""
   m = config.model
-  moe_config = moe.MoEConfig(
+  return moe.MoEConfig(
       num_experts=m.num_experts, k=m.k, d_hidden=m.d_hidden,
       routing="emo" if kind == "emo" else "topk",
       pool_size=(m.pool_low, m.num_experts),
       grouped_matmul=m.grouped_matmul, block_size=m.block_size)
+
+
+def build_model(config, kind: str, seed: int) -> models.Transformer:
+  m = config.model
   model_config = models.TransformerConfig(
       vocab_size=text.VOCAB_SIZE, max_len=m.context, d_model=m.d_model,
       num_heads=m.num_heads, num_layers=m.num_layers, d_ff=m.d_hidden)
-  return models.Transformer(model_config, rngs=nnx.Rngs(seed),
-                            ffn_factory=moe.moe_ffn_factory(moe_config))
+  return models.Transformer(
+      model_config, rngs=nnx.Rngs(seed),
+      ffn_factory=moe.moe_ffn_factory(moe_config(config, kind)))
 
 
 def optimizer(config) -> optax.GradientTransformation:
@@ -381,7 +388,12 @@ def validate(config):
   if config.checkpoint_every % config.log_every:
     raise ValueError(f"checkpoint_every={config.checkpoint_every} must be a"
                      f" multiple of log_every={config.log_every}.")
+  if config.data.min_chars > config.data.max_chars:
+    raise ValueError(f"data.min_chars={config.data.min_chars} exceeds"
+                     f" data.max_chars={config.data.max_chars}.")
+  for kind in config.models:
+    moe_config(config, kind)  # k, the EMO pool and the matmul, by name
 
 
 if __name__ == "__main__":
-  harness.run(main, name="emo", validate=validate)
+  harness.run(main, name="emo", fields=emo_config.FIELDS, validate=validate)

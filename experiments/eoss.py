@@ -25,6 +25,7 @@ import numpy as np
 import optax
 
 from experiments import harness
+from experiments.configs import eoss as eoss_config
 from jaxpapers import curvature
 from jaxpapers import data as data_lib
 from jaxpapers import models
@@ -370,6 +371,10 @@ def model_metadata(config):
 
 
 def validate(config):
+  if max(config.batch_sizes) > config.data.num_examples:
+    raise ValueError(f"batch_sizes={config.batch_sizes} must not exceed"
+                     f" data.num_examples={config.data.num_examples} (0 is"
+                     " the full batch).")
   for field in ("num_steps", "full_batch_num_steps", "checkpoint_every"):
     if config[field] % config.measure_every:
       raise ValueError(f"{field}={config[field]} must be a multiple of"
@@ -377,4 +382,4 @@ def validate(config):
 
 
 if __name__ == "__main__":
-  harness.run(main, name="eoss", validate=validate)
+  harness.run(main, name="eoss", fields=eoss_config.FIELDS, validate=validate)

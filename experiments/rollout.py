@@ -20,6 +20,7 @@ import numpy as np
 import optax
 
 from experiments import harness
+from experiments.configs import rollout as rollout_config
 from jaxpapers import data as data_lib
 from jaxpapers import losses
 from jaxpapers import models
@@ -417,4 +418,5 @@ def validate(config):
 
 
 if __name__ == "__main__":
-  harness.run(main, name="rollout", validate=validate)
+  harness.run(main, name="rollout", fields=rollout_config.FIELDS,
+              validate=validate)

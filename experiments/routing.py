@@ -23,6 +23,7 @@ import ml_collections
 import numpy as np
 
 from experiments import harness
+from experiments.configs import routing as routing_config
 from jaxpapers import routing
 from jaxpapers.routing import exact
 from jaxpapers.routing import imitation
@@ -324,18 +325,12 @@ def validate(config):
     if missing:
       raise ValueError(f"matched_pairs {pair}: {missing} not among the"
                        f" models {sorted(grid)}.")
-  if not config.matched_pairs:
-    raise ValueError("matched_pairs must name at least one pair.")
   for a, b in config.matched_pairs:
     if grid[a].decoder_layers == grid[b].decoder_layers:
       raise ValueError(f"matched_pairs ({a}, {b}): equal depths compare no"
                        " depth with width.")
-  blocks = list(config.eval_blocks)
-  if not blocks or blocks != sorted(set(blocks)) or blocks[0] < 1:
-    raise ValueError(f"eval_blocks must increase from >= 1; got {blocks}.")
-  if config.num_cities < 4:
-    raise ValueError(f"num_cities must be >= 4; got {config.num_cities}.")
 
 
 if __name__ == "__main__":
-  harness.run(main, name="routing", validate=validate)
+  harness.run(main, name="routing", fields=routing_config.FIELDS,
+              validate=validate)

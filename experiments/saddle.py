@@ -23,6 +23,7 @@ import ml_collections
 import numpy as np
 
 from experiments import harness
+from experiments.configs import saddle as saddle_config
 from jaxpapers import saddle
 
 PAPER = {"title": "Efficient Gradient Methods for Distributed Saddle Problems",
@@ -408,13 +409,11 @@ def metadata_of(config):
 
 
 def validate(config):
-  if config.execution not in ("auto", "mesh", "single"):
-    raise ValueError("execution must be 'auto', 'mesh' or 'single', got"
-                     f" {config.execution!r}.")
   unknown = sorted(set(config.methods) - set(LABELS))
   if unknown:
     raise ValueError(f"unknown methods {unknown}; known: {sorted(LABELS)}.")
 
 
 if __name__ == "__main__":
-  harness.run(main, name="saddle", validate=validate)
+  harness.run(main, name="saddle", fields=saddle_config.FIELDS,
+              validate=validate)

@@ -26,6 +26,7 @@ import ml_collections
 import numpy as np
 
 from experiments import harness
+from experiments.configs import wasserstein as wasserstein_config
 from jaxpapers import matching
 
 PAPER = {
@@ -245,15 +246,19 @@ def evaluate_claim(config, summary, streams) -> list[dict[str, Any]]:
     if n == n_max:
       u, h = timing(stream)
       update, hungarian = update + u, hungarian + h
+  # Each checkpoint times its updates, then the recomputation: one round.
   ratio = harness.paired_ratio(update, hungarian)
+  passed = harness.at_most(ratio, 1 / SPEEDUP_GOAL)
   checks.append(harness.check(
       "update_speedup_vs_hungarian",
       f"n = {n_max}: one update >= {SPEEDUP_GOAL:.0f}x cheaper than a"
-      " Hungarian recomputation", harness.at_most(ratio, 1 / SPEEDUP_GOAL),
+      " Hungarian recomputation", passed,
       f"median speedup {1 / ratio['ratio']:.0f}x (10-90%:"
       f" {1 / ratio['high']:.0f}-{1 / ratio['low']:.0f}x) over"
       f" {ratio['rounds']} checkpoints: {1e6 * np.median(update):.1f} us per"
-      f" update vs {1e3 * np.median(hungarian):.1f} ms per recomputation"))
+      f" update vs {1e3 * np.median(hungarian):.1f} ms per recomputation"
+      + ("; the bound lies inside the spread" if passed is None else ""),
+      machine_dependent=True))
   return checks
 
 
@@ -406,16 +411,12 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
 
 
 def validate(config):
-  if not set(config.distributions) <= {"uniform", "clustered"}:
-    raise ValueError(f"distributions {config.distributions}: known are"
-                     " ['clustered', 'uniform'].")
   if config.checkpoint_every % 4 or config.num_ops % config.checkpoint_every:
     raise ValueError(
         "checkpoint_every must be a multiple of 4 that divides num_ops; got"
         f" {config.checkpoint_every} and {config.num_ops}.")
-  if min(config.sizes) < 2:
-    raise ValueError(f"sizes must be >= 2; got {config.sizes}.")
 
 
 if __name__ == "__main__":
-  harness.run(main, name="wasserstein", validate=validate)
+  harness.run(main, name="wasserstein", fields=wasserstein_config.FIELDS,
+              validate=validate)

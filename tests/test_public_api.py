@@ -30,7 +30,8 @@ _REFERENCE = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
 
 def _areas():
   for info in pkgutil.iter_modules(jaxpapers.__path__):
-    yield info.name
+    if not info.name.startswith("_"):  # private shared code (``_checks``)
+      yield info.name
 
 
 def _is_contract_free(obj):

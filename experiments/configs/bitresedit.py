@@ -59,3 +59,27 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.epsilons = (0.1,)
     config.num_examples = 2
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "generator.num_bits": common.COUNT,
+    "generator.patch": common.COUNT,
+    "generator.prompt_dim": common.COUNT,
+    "generator.feature_gain": common.NONNEGATIVE,
+    "generator.position_gain": common.NONNEGATIVE,
+    "generator.prompt_gain": common.NONNEGATIVE,
+    "cfg_scale": common.NONNEGATIVE,
+    "num_images": common.COUNT,
+    "edit_scale": common.NONNEGATIVE,
+    "mask_sides": common.sequence(common.COUNT),
+    "reference_samples": common.COUNT,
+    "strengths": common.sequence(common.NONNEGATIVE, min_len=3,
+                                 increasing=True),
+    "epsilons": common.sequence(common.POSITIVE),
+    "trust_modes": common.sequence(common.one_of("quadratic", "exact")),
+    "ablation_strength": common.NONNEGATIVE,
+    "ablation_epsilon": common.POSITIVE,
+    "num_examples": common.COUNT,
+}

@@ -62,3 +62,31 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.data.num_eval_images = 96
     config.data.chunk = 48
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "data.image_size": common.COUNT,
+    "data.num_fit_images": common.COUNT,
+    "data.num_eval_images": common.COUNT,
+    "data.chunk": common.COUNT,
+    "data.count_range": common.sequence(common.COUNT, min_len=2, max_len=2),
+    "data.sigma_range": common.sequence(common.POSITIVE, min_len=2, max_len=2),
+    "data.noise_std": common.NONNEGATIVE,
+    "stride": common.COUNT,
+    "butr.count": common.one_of("soft", "hard"),
+    "butr.k_min": common.COUNT,
+    "butr.k_max": common.COUNT,
+    "butr.margin": common.NONNEGATIVE_INT,
+    "butr.rate": common.real(1),
+    "butr.threshold": common.FRACTION,
+    "dq_detr.batch_size": common.COUNT,
+    "dq_detr.budgets": common.sequence(common.COUNT, increasing=True),
+    "dq_detr.count_thresholds": common.sequence(common.COUNT, increasing=True),
+    "fixed_ks": common.sequence(common.COUNT),
+    "sparse_max_count": common.COUNT,
+    "iou_threshold": common.real(0, 1, low_open=True),
+    "count_bins": common.sequence(common.COUNT, min_len=2, increasing=True),
+    "recall_tolerance": common.FRACTION,
+    "half_budget_bound": common.real(0, low_open=True),
+}

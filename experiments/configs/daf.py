@@ -60,3 +60,26 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.orders = (0, 1)
     config.training.epochs = 3
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "orders": common.sequence(common.NONNEGATIVE_INT),
+    "data.num_tasks": common.COUNT,
+    "data.classes_per_task": common.COUNT,
+    "data.split_seed": common.NONNEGATIVE_INT,
+    "data.test_fraction": common.real(0, 1, low_open=True, high_open=True),
+    "model.backbone_seed": common.NONNEGATIVE_INT,
+    "model.backbone_width": common.COUNT,
+    "model.rank": common.COUNT,
+    "model.scale": common.POSITIVE,
+    "model.standardize_features": common.FLAG,
+    "training.batch_size": common.COUNT,
+    "training.epochs": common.COUNT,
+    "training.learning_rate": common.POSITIVE,
+    "training.momentum": common.real(0, 1, high_open=True),
+    "training.weight_decay": common.NONNEGATIVE,
+    "rho": common.NONNEGATIVE,
+    "methods": common.NAMES,
+}

@@ -61,3 +61,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.ppo.minibatches = 2
     config.ppo.hidden = (16,)
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "settings": common.sequence(common.one_of(
+        *(f"{f}_{e}" for f in FORMATS for e in EFFECTS))),
+    "env.base_intensity": common.POSITIVE,
+    "env.horizon": common.POSITIVE,
+    "mpc.horizon": common.POSITIVE,
+    "mpc.num_rollouts": common.COUNT,
+    "mpc.planner": common.one_of("grid", "cem"),
+    "mpc.replan_every": common.COUNT,
+    "ppo.epochs": common.COUNT,
+    "ppo.hidden": common.sequence(common.COUNT),
+    "ppo.minibatches": common.COUNT,
+    "ppo.num_envs": common.COUNT,
+    "ppo.num_iterations": common.COUNT,
+}

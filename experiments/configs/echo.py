@@ -90,3 +90,41 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.eval.probe_size = 16
     config.eval.final_points = 1
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "variants": common.NAMES,
+    "env.command_len": common.COUNT,
+    "env.format_warnings": common.FLAG,
+    "env.min_commands": common.COUNT,
+    "env.max_commands": common.COUNT,
+    "env.num_held_out": common.COUNT,
+    "env.num_train_tasks": common.COUNT,
+    "env.num_turns": common.COUNT,
+    "eval.every": common.COUNT,
+    "eval.final_points": common.COUNT,
+    "eval.probe_size": common.COUNT,
+    "eval.samples": common.COUNT,
+    "eval.temperature": common.POSITIVE,
+    "model.d_ff": common.COUNT,
+    "model.d_model": common.COUNT,
+    "model.num_heads": common.COUNT,
+    "model.num_layers": common.COUNT,
+    "rl.clip_norm": common.POSITIVE,
+    "rl.group_size": common.integer(2),
+    "rl.lambda_schedule": common.one_of("constant", "linear_decay",
+                                        "step_decay"),
+    "rl.learning_rate": common.POSITIVE,
+    "rl.mask_mode": common.one_of("env_only", "full_observation",
+                                  "warning_only", "warning_plus_env"),
+    "rl.steps": common.COUNT,
+    "rl.tasks_per_step": common.COUNT,
+    "rl.temperature": common.POSITIVE,
+    "rl.warmup_steps": common.NONNEGATIVE_INT,
+    "rl.weight_decay": common.NONNEGATIVE,
+    "warm_start.batch_size": common.COUNT,
+    "warm_start.learning_rate": common.POSITIVE,
+    "warm_start.steps": common.NONNEGATIVE_INT,
+}

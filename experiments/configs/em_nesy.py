@@ -69,3 +69,28 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.cost_num_digits = (1, 2)
     config.timing_rounds = 2
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "methods": common.NAMES,
+    "exact_methods": common.sequence(common.NAME, min_len=0),
+    "num_digits": common.sequence(common.COUNT),
+    "exact_num_digits": common.sequence(common.COUNT, min_len=0),
+    "cost_num_digits": common.sequence(common.COUNT, min_len=0),
+    # N = 3 would enumerate 100^3 worlds per example: too large for a CPU.
+    "enumeration_num_digits": common.sequence(common.integer(1, 2),
+                                              min_len=0),
+    "train_sums": common.COUNT,
+    "test_sums": common.COUNT,
+    "batch_size": common.COUNT,
+    "epochs": common.COUNT,
+    "checkpoint_every": common.COUNT,
+    "hidden": common.COUNT,
+    "learning_rate": common.POSITIVE,
+    "m_steps": common.COUNT,
+    "rejection_samples": common.COUNT,
+    "reinforce_samples": common.COUNT,
+    "timing_rounds": common.COUNT,
+}

@@ -89,3 +89,37 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.ema.betas = (0.5,)
     config.ema.gammas = (0.0, 0.9)
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "grid_seed": common.NONNEGATIVE_INT,
+    "data.source_files": common.COUNT,
+    "data.split_seed": common.NONNEGATIVE_INT,
+    "data.valid_fraction": common.real(0, 1, low_open=True, high_open=True),
+    "data.valid_windows": common.COUNT,
+    "model.d_ff": common.COUNT,
+    "model.d_model": common.COUNT,
+    "model.length": common.COUNT,
+    "model.num_heads": common.COUNT,
+    "model.num_layers": common.COUNT,
+    "batch_size": common.COUNT,
+    "num_steps": common.COUNT,
+    "eval_every": common.COUNT,
+    "checkpoint_every": common.COUNT,
+    "warmup_fraction": common.real(0, 1, high_open=True),
+    "decay_fraction": common.FRACTION,
+    "adamw.learning_rate": common.POSITIVE,
+    "adamw.b1": common.real(0, 1, high_open=True),
+    "adamw.b2": common.real(0, 1, high_open=True),
+    "muon.learning_rate": common.POSITIVE,
+    "muon.beta": common.real(0, 1, high_open=True),
+    "lookahead.slow_step_size": common.real(0, 1, low_open=True),
+    "lookahead.sync_period": common.COUNT,
+    "ema.betas": common.sequence(common.real(0, 1, high_open=True)),
+    "ema.gammas": common.sequence(common.real(0, 1, high_open=True)),
+    "ema.m_init": common.one_of("first_increment", "zeros"),
+    "ema.on_fraction": common.FRACTION,
+    "ema.rest_fraction": common.FRACTION,
+}

@@ -86,3 +86,35 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.model.epochs = 30
     config.pad_multiple = 128
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "sequences": common.sequence(common.one_of("csbm", "digits")),
+    "methods": common.NAMES,
+    "csbm.num_domains": common.integer(2),
+    "csbm.num_nodes": common.COUNT,
+    "csbm.num_classes": common.integer(2),
+    "csbm.feature_width": common.COUNT,
+    "csbm.p_in": common.FRACTION,
+    "csbm.p_out": common.FRACTION,
+    "csbm.p_in_decay": common.real(0, 1, low_open=True),
+    "csbm.rotation_deg": common.real(),
+    "csbm.offset": common.real(),
+    "digits.num_domains": common.integer(2),
+    "digits.nodes_per_domain": common.COUNT,
+    "digits.k": common.COUNT,
+    "digits.rotation_deg": common.real(),
+    "digits.noise": common.NONNEGATIVE,
+    "model.hidden": common.COUNT,
+    "model.epochs": common.COUNT,
+    "model.learning_rate": common.POSITIVE,
+    "model.weight_decay": common.NONNEGATIVE,
+    "model.dropout_rate": common.real(0, 1, high_open=True),
+    "adapt_epochs": common.COUNT,
+    "tent_learning_rate": common.POSITIVE,
+    "tent_steps": common.COUNT,
+    "pad_multiple": common.COUNT,
+    "timing_rounds": common.COUNT,
+}

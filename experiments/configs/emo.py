@@ -91,3 +91,41 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.eval.max_windows = 4
     config.eval.calibration_docs = 2
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "models": common.sequence(common.one_of("standard", "emo")),
+    "data.docs_per_domain": common.COUNT,
+    "data.min_chars": common.COUNT,
+    "data.max_chars": common.COUNT,
+    "data.max_chunks_per_text": common.COUNT,
+    "data.valid_every": common.integer(2),
+    "data.seed": common.NONNEGATIVE_INT,
+    "model.d_model": common.COUNT,
+    "model.num_heads": common.COUNT,
+    "model.num_layers": common.COUNT,
+    "model.context": common.COUNT,
+    "model.num_experts": common.COUNT,
+    "model.k": common.COUNT,
+    "model.d_hidden": common.COUNT,
+    "model.pool_low": common.COUNT,
+    "model.grouped_matmul": common.one_of("ragged_dot", "blocked"),
+    "model.block_size": common.COUNT,
+    "train.batch_size": common.COUNT,
+    "train.num_steps": common.COUNT,
+    "train.warmup_steps": common.NONNEGATIVE_INT,
+    "train.learning_rate": common.POSITIVE,
+    "train.weight_decay": common.NONNEGATIVE,
+    "train.clip_norm": common.POSITIVE,
+    "train.lm_z_weight": common.NONNEGATIVE,
+    "train.load_balance_weight": common.NONNEGATIVE,
+    "train.router_z_weight": common.NONNEGATIVE,
+    "log_every": common.COUNT,
+    "checkpoint_every": common.COUNT,
+    "eval.max_windows": common.COUNT,
+    "eval.calibration_docs": common.COUNT,
+    "eval.fractions": common.sequence(common.real(0, 1, low_open=True)),
+    "eval.random_subsets": common.FLAG,
+}

@@ -69,3 +69,27 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.measure.gni_every = 100
     config.measure.lanczos_iters = 20
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "data.num_examples": common.COUNT,
+    "data.label_noise": common.FRACTION,
+    "data.seed": common.NONNEGATIVE_INT,
+    "model.hidden": common.sequence(common.COUNT),
+    "model.init_scale": common.POSITIVE,
+    "learning_rates": common.sequence(common.POSITIVE),
+    # 0 means full batch (gradient descent).
+    "batch_sizes": common.sequence(common.NONNEGATIVE_INT),
+    "num_steps": common.COUNT,
+    "full_batch_num_steps": common.COUNT,
+    "measure_every": common.COUNT,
+    "checkpoint_every": common.COUNT,
+    "tail_fraction": common.real(0, 1, low_open=True),
+    "measure.bs_draws": common.COUNT,
+    "measure.gni_draws": common.COUNT,
+    "measure.gni_every": common.COUNT,
+    "measure.lanczos_iters": common.COUNT,
+    "measure.lanczos_tol": common.POSITIVE,
+}

@@ -84,3 +84,36 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.log_every = 50
     config.checkpoint_every = 100
   return config
+
+
+_TASK = {
+    "lookback": common.COUNT,
+    "horizons": common.sequence(common.COUNT, increasing=True),
+    "test_stride": common.COUNT,
+}
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "datasets": common.sequence(
+        common.one_of("co2", "sunspots", "elnino", "lorenz96")),
+    **{f"tasks.{dataset}.{field}": value
+       for dataset in ("co2", "sunspots", "elnino", "lorenz96")
+       for field, value in _TASK.items()},
+    "lorenz96.num_samples": common.COUNT,
+    "lorenz96.num_dims": common.integer(4),
+    "lorenz96.noise": common.NONNEGATIVE,
+    "lorenz96.seed": common.NONNEGATIVE_INT,
+    "models": common.sequence(common.one_of("dlinear", "mlp")),
+    "model.moving_average": common.COUNT,
+    "model.hidden": common.sequence(common.COUNT),
+    "lams": common.sequence(common.POSITIVE, min_len=0),
+    "unroll_ks": common.sequence(common.COUNT, min_len=0),
+    "train.num_steps": common.COUNT,
+    "train.batch_size": common.COUNT,
+    "train.learning_rate": common.POSITIVE,
+    "train.weight_decay": common.NONNEGATIVE,
+    "train.clip_norm": common.POSITIVE,
+    "log_every": common.COUNT,
+    "checkpoint_every": common.COUNT,
+    "vpt_threshold": common.POSITIVE,
+}

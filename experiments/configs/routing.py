@@ -79,3 +79,25 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.block_steps = 10
     config.eval_blocks = (1, 3)
   return config
+
+
+FIELDS = {
+    "seeds": common.SEEDS,
+    "num_cities": common.integer(4),
+    "num_train": common.COUNT,
+    "num_test": common.COUNT,
+    "data_seed": common.NONNEGATIVE_INT,
+    "depth_width": common.COUNT,
+    "depth_layers": common.sequence(common.COUNT),
+    "width_layers": common.COUNT,
+    "width_widths": common.sequence(common.COUNT),
+    "matched_pairs": common.sequence(
+        common.sequence(common.NAME, min_len=2, max_len=2)),
+    "head_width": common.COUNT,
+    "lehd_baseline": common.FLAG,
+    "batch_size": common.COUNT,
+    "learning_rate": common.POSITIVE,
+    "decay_per_epoch": common.real(0, 1, low_open=True),
+    "block_steps": common.COUNT,
+    "eval_blocks": common.sequence(common.COUNT, increasing=True),
+}

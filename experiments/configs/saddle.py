@@ -68,3 +68,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.steps_per_chunk = 2_000
     config.num_records = 100
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "x64": common.FLAG,
+    "execution": common.one_of("auto", "mesh", "single"),
+    "dim": common.COUNT,
+    "l_xy": common.POSITIVE,
+    "mu": common.POSITIVE,
+    "ratios": common.sequence(common.POSITIVE),
+    "rtol": common.real(0, 1, low_open=True, high_open=True),
+    "divergence_factor": common.real(1, low_open=True),
+    "methods": common.NAMES,
+    "step_multipliers": common.sequence(common.POSITIVE),
+    "max_rounds": common.COUNT,
+    "gda_max_rounds": common.COUNT,
+    "steps_per_chunk": common.COUNT,
+    "num_records": common.integer(2),
+}

@@ -94,3 +94,40 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.rollout.short_horizon = 3
     config.tree.token_bucket = 256  # one token shape to compile
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "seeds": common.SEEDS,
+    "models": common.sequence(
+        common.one_of("wamrvit", "wamrvit_native", "vit_p4", "vit_p8")),
+    "data.size": common.COUNT,
+    "data.num_steps": common.COUNT,
+    "data.num_train": common.COUNT,
+    "data.num_test": common.COUNT,
+    "data.seed": common.NONNEGATIVE_INT,
+    "data.velocity": common.sequence(common.real(), min_len=2, max_len=2),
+    "data.background_amplitude": common.NONNEGATIVE,
+    "tree.patch": common.COUNT,
+    "tree.max_level": common.NONNEGATIVE_INT,
+    "tree.tol_frac": common.NONNEGATIVE,
+    "tree.coarsen_ratio": common.NONNEGATIVE,
+    "tree.max_passes": common.NONNEGATIVE_INT,
+    "tree.token_bucket": common.COUNT,
+    "model.d_model": common.COUNT,
+    "model.num_heads": common.COUNT,
+    "model.num_layers": common.COUNT,
+    "model.mlp_ratio": common.COUNT,
+    "train.num_steps": common.COUNT,
+    "train.batch_size": common.COUNT,
+    "train.learning_rate": common.POSITIVE,
+    "train.weight_decay": common.NONNEGATIVE,
+    "train.clip_norm": common.POSITIVE,
+    "train.pushforward_steps": common.COUNT,
+    "train.input_noise": common.NONNEGATIVE,
+    "log_every": common.COUNT,
+    "checkpoint_every": common.COUNT,
+    "rollout.start": common.NONNEGATIVE_INT,
+    "rollout.num_steps": common.COUNT,
+    "rollout.short_horizon": common.COUNT,
+}

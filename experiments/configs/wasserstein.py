@@ -41,3 +41,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.sizes = (32, 64)
     config.num_ops = 1_000
   return config
+
+
+FIELDS = {
+    "seed": common.NONNEGATIVE_INT,
+    "distributions": common.sequence(common.one_of("uniform", "clustered")),
+    "dims": common.sequence(common.COUNT),
+    "sizes": common.sequence(common.integer(2)),
+    "ps": common.sequence(common.real(1)),
+    "num_ops": common.COUNT,
+    "num_shifts": common.COUNT,
+    "checkpoint_every": common.COUNT,
+    "num_clusters": common.COUNT,
+    "cluster_scale": common.POSITIVE,
+    "resolution": common.POSITIVE,
+}

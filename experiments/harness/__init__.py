@@ -11,7 +11,7 @@ the harness owns the rest::
                          ...)
 
   if __name__ == "__main__":
-    harness.run(main, name="eoss")
+    harness.run(main, name="eoss", fields=eoss_config.FIELDS)
 
 See :mod:`experiments.harness.cli` (flags, help, the final line),
 :mod:`experiments.harness.workdir` (integrity, the training loop, cached
@@ -19,6 +19,8 @@ stages), :mod:`experiments.harness.report` (checks, results, the report)
 and :mod:`experiments.harness.stats` (mean +- s.e., the verdict on an effect, timing ratios).
 """
 
+from experiments.harness.cli import call_main
+from experiments.harness.cli import check_config
 from experiments.harness.cli import default_workdir
 from experiments.harness.cli import load_config
 from experiments.harness.cli import run
@@ -26,10 +28,12 @@ from experiments.harness.report import check
 from experiments.harness.report import config_hash
 from experiments.harness.report import make_report
 from experiments.harness.report import paper_result
+from experiments.harness.report import refuse_pass_on_nan
 from experiments.harness.report import render_markdown
 from experiments.harness.report import result
 from experiments.harness.report import StaticConfig
 from experiments.harness.report import results_of
+from experiments.harness.stats import at_least
 from experiments.harness.stats import at_most
 from experiments.harness.stats import effect_verdict
 from experiments.harness.stats import mean_se

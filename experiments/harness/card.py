@@ -1,18 +1,36 @@
 """A report as an Evaluation Card: EEE run records, a benchmark card and the four signals.
 
-Our numbers become one ``first_party`` ``evaluation_run`` record (with a
-``jaxpapers_repro`` block); the paper's numbers, where the paper gives one,
-one ``third_party`` ``documentation`` record with the same evaluation and
-metric names, so the cross-party divergence between the paper and us is
-computed by :func:`jaxpapers.evalcards.analyze`, not written by hand.
+Our numbers become one ``first_party`` ``evaluation_run`` record (our
+reproducibility fields in ``source_metadata.additional_details``, see
+:mod:`jaxpapers.evalcards.records`); the paper's numbers, where the paper
+gives one, one ``third_party`` ``documentation`` record with the same
+evaluation and metric names, so the cross-party divergence between the paper
+and us is computed by :func:`jaxpapers.evalcards.analyze`, not written by
+hand. :func:`write_records` writes a card's records, one EEE file each, for
+the harness and for :func:`regenerate` alike.
 """
 
+import json
 import math
+import os
 from typing import Any, Mapping
 
+from experiments.harness import jsonio
 from jaxpapers import evalcards
 
 ORGANIZATION = "jaxpapers"
+# EEE 0.3.0 requires both axes in model_info.additional_details. Our run
+# executed the method on our own machine: self-deployed. Whether its weights
+# are available has no fitting answer: a run trains them from the open code
+# and the recorded seeds, they are not released, and some methods have none.
+OUR_MODEL_AXES = {"deployment_type": "self_deployed",
+                  "model_availability": "unknown",
+                  "weights": "not released; a run trains them from the open"
+                             " code and the recorded seeds (some methods have"
+                             " none)"}
+# A paper's documented numbers do not say where or how the model was run.
+PAPER_MODEL_AXES = {"deployment_type": "unknown",
+                    "model_availability": "unknown"}
 # The benchmark-card fields we fill (our selection; Evaluation Cards' own
 # list of 28 fields is not public). Sub-items count as fractions.
 BENCHMARK_CARD_FIELDS = {
@@ -40,9 +58,10 @@ def build(report: Mapping[str, Any], timestamp: str) -> dict[str, Any]:
   bench, run, model = (report["benchmark_metadata"], report["run_data"],
                        report["model_metadata"])
   experiment, dataset = bench["experiment"], bench["dataset"].get("name", "")
+  details = {k: str(v) for k, v in model.items()}
   model_info = {"name": f"{experiment} (jaxpapers reproduction)",
                 "id": f"jaxpapers/{experiment}",
-                "additional_details": {k: str(v) for k, v in model.items()}}
+                "additional_details": {**details, **OUR_MODEL_AXES}}
   ours, skipped = [], []
   for r in run["results"]:
     if not _finite(r["score"]):
@@ -72,7 +91,9 @@ def build(report: Mapping[str, Any], timestamp: str) -> dict[str, Any]:
     records.append(evalcards.run_record(
         evaluation_id=f"paper/{experiment}", source_type="documentation",
         organization=f"{paper.get('authors', 'the authors')} (paper)",
-        relationship="third_party", model_info=model_info,
+        relationship="third_party",
+        model_info={**model_info,
+                    "additional_details": {**details, **PAPER_MODEL_AXES}},
         eval_library={"name": "paper", "version": "unknown"},
         source_name=paper.get("url", ""), retrieved_timestamp=timestamp,
         results=[_entry(
@@ -103,6 +124,54 @@ def build(report: Mapping[str, Any], timestamp: str) -> dict[str, Any]:
           "summary": evalcards.summary(analysis, completeness,
                                        reproducibility_sources=("first_party",)),
           "skipped_results": skipped}
+
+
+def record_files(card: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+  """``(file name, record)`` for each EEE record of a card: ``<evaluation_id>.json``, ``/`` as ``_``."""
+  return [(record["evaluation_id"].replace("/", "_") + ".json", record)
+          for record in card["records"]]
+
+
+def write_records(workdir: str, card: Mapping[str, Any]) -> list[str]:
+  """Writes a card's records under ``<workdir>/eee/``, each file atomically; returns the paths."""
+  directory = os.path.join(workdir, "eee")
+  os.makedirs(directory, exist_ok=True)
+  paths = []
+  for name, record in record_files(card):
+    path = os.path.join(directory, name)
+    jsonio.write_json_atomic(path, record, indent=2, allow_nan=False)
+    paths.append(path)
+  return paths
+
+
+def regenerate(workdir: str) -> list[str]:
+  """Rebuilds a workdir's EEE records from its ``report.json`` with :func:`build`.
+
+  The card that ``report.json`` embeds is replaced by the rebuilt one. The records keep the report's original ``retrieved_timestamp``, so the same
+  report always gives the same files. Records under ``eee/`` that the card no
+  longer names are removed; returns the paths written.
+
+  Raises:
+    FileNotFoundError: for a ``workdir`` without a ``report.json``.
+  """
+  path = os.path.join(workdir, "report.json")
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"no report.json in {workdir!r} to regenerate"
+                            " records from.")
+  with open(path) as f:
+    report = json.load(f)
+  timestamp = report["evaluation_card"]["records"][0]["retrieved_timestamp"]
+  card = build(report, timestamp)
+  if card != report["evaluation_card"]:  # the report embeds the same records
+    report["evaluation_card"] = card
+    jsonio.write_json_atomic(path, report, indent=2)
+  keep = {name for name, _ in record_files(card)}
+  directory = os.path.join(workdir, "eee")
+  if os.path.isdir(directory):
+    for stale in sorted(set(os.listdir(directory)) - keep):
+      if stale.endswith(".json"):
+        os.remove(os.path.join(directory, stale))
+  return write_records(workdir, card)
 
 
 def verdict(report: Mapping[str, Any]) -> str:

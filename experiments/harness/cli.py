@@ -1,13 +1,17 @@
 """The command line every experiment binary shares (scenic / big_vision style).
 
-A binary ends with ``harness.run(main, name="eoss")``, where
+A binary ends with ``harness.run(main, name="eoss",
+fields=eoss_config.FIELDS)`` (its config module's field ranges), where
 ``main(config, workdir)`` reads data, runs, summarises, checks the claim and
 draws figures, and is launched as::
 
   python -m experiments.eoss --config experiments/configs/eoss.py[:arg] \
       [--config.field=value ...] [--workdir DIR] [--overwrite]
 
-A mistyped ``--config.x`` is a usage error naming the close matches;
+A mistyped ``--config.x`` is a usage error naming the close matches, and
+so is a value outside the field's declared range (the binary's ``fields``,
+e.g. a NaN learning rate, a negative step count, an empty seed list),
+checked before any compute and before the workdir is touched;
 ``--help`` lists the flags, the config's docstring and every field with its
 default. Without ``--workdir`` the run goes to ``runs/<name>`` (``runs/
 <name>_<arg>`` for a config argument such as ``:smoke``). Restarting with
@@ -28,7 +32,7 @@ import logging as pylogging
 import os
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from absl import app
 from absl import flags
@@ -37,6 +41,7 @@ import jax
 from ml_collections import config_flags
 import ml_collections
 
+from experiments.configs import common as config_common
 from experiments.harness import report as report_lib
 from experiments.harness import workdir as workdir_lib
 
@@ -71,18 +76,25 @@ MainFn = Callable[[ml_collections.ConfigDict, workdir_lib.Workdir], None]
 ValidateFn = Callable[[ml_collections.ConfigDict], None]
 
 
-def run(main: MainFn, *, name: str, validate: ValidateFn | None = None) -> None:
+def run(main: MainFn, *, name: str,
+        fields: Mapping[str, config_common.Range],
+        validate: ValidateFn | None = None) -> None:
   """Parses flags, validates the config, starts JAX and calls ``main``.
 
-  ``validate(config)`` raises ``ValueError`` for a config the binary cannot
-  run; it is called before anything is written into the workdir.
+  ``fields`` maps every dotted config field to its
+  :class:`experiments.configs.common.Range` (the config module's ``FIELDS``);
+  ``validate(config)``, run after the ranges hold, raises ``ValueError`` for
+  relations between fields the binary cannot run. Both are checked before
+  anything is computed or written into the workdir; a failure is a usage
+  error (exit 2). A workdir that cannot be used (a file, not writable,
+  damaged) is ``error:`` and exit 1, also when ``main`` finds it damaged.
   """
   if any(arg in ("-h", "--help", "-?") for arg in sys.argv[1:]):
-    print(help_text(name, sys.argv))
+    print(help_text(name, sys.argv, fields))
     sys.exit(0)
   jax.config.config_with_absl()
   logging.get_absl_handler().addFilter(_QuietLibraries())
-  app.run(functools.partial(_run_main, main, name, validate),
+  app.run(functools.partial(_run_main, main, name, fields, validate),
           flags_parser=_parse_flags)
 
 
@@ -149,8 +161,12 @@ def _flatten_fields(config: Any, prefix: str = "") -> dict[str, Any]:
   return out
 
 
-def help_text(name: str, argv: list[str]) -> str:
-  """The binary's docstring, the harness flags, and the config's fields."""
+def help_text(name: str, argv: list[str],
+              fields: Mapping[str, config_common.Range] | None = None) -> str:
+  """The binary's docstring, the harness flags, and the config's fields.
+
+  Each field is shown with its default and, given ``fields``, its range.
+  """
   main_doc = (sys.modules["__main__"].__doc__ or "").strip()
   path = _config_path(argv) or f"experiments/configs/{name}.py"
   lines = [main_doc, "", f"usage: python -m experiments.{name} --config"
@@ -164,25 +180,36 @@ def help_text(name: str, argv: list[str]) -> str:
     config = load_config(path)
     module = _config_module(path.partition(":")[0])
     lines += ["", f"config {path}:", "", (module.__doc__ or "").strip(), "",
-              "fields (--config.FIELD=VALUE; defaults of this config):"]
-    lines += [f"  {k} = {v!r}" for k, v in _flatten_fields(config).items()]
+              "fields (--config.FIELD=VALUE; defaults of this config; range):"]
+    lines += [f"  {k} = {v!r}" + (f"  ({fields[k].description})"
+                                  if fields and k in fields else "")
+              for k, v in _flatten_fields(config).items()]
   except Exception as e:  # pylint: disable=broad-except
     lines += ["", f"(config {path} could not be loaded: {e})"]
   return "\n".join(lines)
 
 
-def _run_main(main: MainFn, name: str, validate: ValidateFn | None,
-              argv: list[str]) -> None:
+def check_config(config: ml_collections.ConfigDict,
+                 fields: Mapping[str, config_common.Range],
+                 validate: ValidateFn | None = None) -> None:
+  """Raises ValueError for a config outside its ranges or its binary's rules."""
+  config_common.check_fields(config, fields)
+  if validate is not None:
+    validate(config)
+
+
+def _run_main(main: MainFn, name: str,
+              fields: Mapping[str, config_common.Range],
+              validate: ValidateFn | None, argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   config = _CONFIG.value
   if config is None:
     raise app.UsageError("--config is required.")
-  if validate is not None:
-    try:
-      validate(config)
-    except ValueError as e:
-      _usage_error(f"invalid config: {e}")
+  try:
+    check_config(config, fields, validate)
+  except (ValueError, TypeError) as e:
+    _usage_error(f"invalid config: {e}")
   _maybe_initialize_distributed()
   logging.info(
       "process %d of %d; %d local of %d devices: %s",
@@ -193,16 +220,12 @@ def _run_main(main: MainFn, name: str, validate: ValidateFn | None,
     workdir = workdir_lib.Workdir(_WORKDIR.value or default_workdir(name),
                                   config, name, overwrite=_OVERWRITE.value)
   except workdir_lib.WorkdirError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(1)
+    _workdir_error(e)
   logging.info("workdir: %s", workdir.path)
   logging.info("config (hash %s):\n%s", workdir.config_hash,
                json.dumps(report_lib.config_dict(config)))
   start = time.time()
-  try:
-    main(config, workdir)
-  finally:
-    workdir.close()
+  call_main(main, config, workdir)
   if workdir.is_writer:
     checks = workdir.checks
     passed = sum(c["passed"] is True for c in checks)
@@ -211,6 +234,35 @@ def _run_main(main: MainFn, name: str, validate: ValidateFn | None,
           + (f" ({unclear} inconclusive)" if unclear else "")
           + f"; wall time {time.time() - start:.0f} s; "
           + ", ".join(workdir.report_paths), flush=True)
+
+
+def call_main(main: MainFn, config: ml_collections.ConfigDict,
+              workdir: workdir_lib.Workdir) -> None:
+  """``main(config, workdir)``, then the workdir's lock is released.
+
+  A :class:`WorkdirError` that ``main`` raises (where it reads the workdir:
+  a metrics file damaged in the middle) ends the process like one raised
+  on opening the workdir: one ``error:`` line, exit status 1; so does an
+  ``OSError`` on a file inside the workdir (it became read-only, the disk
+  filled up).
+  """
+  try:
+    main(config, workdir)
+  except workdir_lib.WorkdirError as e:
+    _workdir_error(e)
+  except OSError as e:
+    filename = os.path.abspath(str(e.filename)) if e.filename else ""
+    if not filename.startswith(workdir.path + os.sep):
+      raise
+    _workdir_error(f"cannot write into workdir {workdir.path}:"
+                   f" {e.strerror or e} ({e.filename})")
+  finally:
+    workdir.close()
+
+
+def _workdir_error(error: Exception) -> None:
+  print(f"error: {error}", file=sys.stderr)
+  sys.exit(1)
 
 
 def default_workdir(name: str) -> str:

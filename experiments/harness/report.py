@@ -9,13 +9,16 @@ import datetime
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import platform
+import re
 import subprocess
 from typing import Any, Iterable, Mapping, Sequence
 
 import jax
 import ml_collections
+import numpy as np
 
 from experiments.harness import card as card_lib
 from jaxpapers import evalcards
@@ -25,15 +28,74 @@ PACKAGES = ("jaxpapers", "jax", "jaxlib", "flax", "optax", "chex",
 VERDICTS = {True: "PASS", False: "FAIL", None: "INCONCLUSIVE"}
 
 
-def check(check_id: str, name: str, passed: bool | None, detail: str
+def check(check_id: str, name: str, passed: bool | None, detail: str, *,
+          values: Any = None, machine_dependent: bool = False
           ) -> dict[str, Any]:
   """One part of a claim: ``passed`` True, False or None (inconclusive).
 
   ``check_id`` is stable (tests and later reports refer to it); ``name``
   and ``detail`` are for people and may change wording.
+
+  A check never passes on NaN: when ``values`` (the numbers the verdict was
+  computed from: a number, or a mapping or sequence of them, nested) or the
+  numbers written in ``detail`` include a NaN, a PASS becomes a FAIL whose
+  detail says so (:func:`refuse_pass_on_nan`; the report writer applies it
+  to every check again). Binaries print the compared numbers in ``detail``,
+  so the rule holds where ``values`` is not given; a NaN is then written
+  ``nan``, and the word is kept for that. Infinities are compared as numbers
+  (an unbounded ratio, an ``epsilon = inf`` budget).
+
+  ``machine_dependent``: the verdict rests on wall-clock timings measured in
+  this run (paired, alternating rounds judged on their spread:
+  :func:`experiments.harness.stats.paired_ratio` and ``at_most``), so another
+  machine or load may decide it differently; ``report.md`` marks it.
   """
-  return {"id": check_id, "name": name,
-          "passed": None if passed is None else bool(passed), "detail": detail}
+  out = {"id": check_id, "name": name,
+         "passed": None if passed is None else bool(passed), "detail": detail}
+  if machine_dependent:
+    out["machine_dependent"] = True
+  return refuse_pass_on_nan(out, values)
+
+
+_NAN_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_])[-+]?nan(?![A-Za-z0-9_])",
+                          re.IGNORECASE)
+
+
+def refuse_pass_on_nan(check_: dict[str, Any], values: Any = None
+                       ) -> dict[str, Any]:
+  """``check_`` with a PASS turned into a FAIL if its inputs include a NaN.
+
+  The inputs are ``values`` (see :func:`check`) and the numbers in the
+  check's detail. FAIL, not INCONCLUSIVE: a NaN is a measurement that broke
+  (a diverged run, an empty average), and nothing in the run supports the
+  claim. Other verdicts are left as they are.
+  """
+  if check_["passed"] is not True:
+    return check_
+  if _has_nan(values):
+    reason = "its input values include NaN"
+  elif _NAN_IN_TEXT.search(check_["detail"]):
+    reason = "its detail shows a NaN input"
+  else:
+    return check_
+  return {**check_, "passed": False,
+          "detail": f"{check_['detail']} [FAIL set by the harness: {reason};"
+                    " a check on NaN never passes]"}
+
+
+def _has_nan(values: Any) -> bool:
+  if values is None or isinstance(values, (str, bytes)):
+    return False
+  if isinstance(values, Mapping):
+    return any(_has_nan(v) for v in values.values())
+  if isinstance(values, (list, tuple)) or hasattr(values, "__array__"):
+    array = np.asarray(values)
+    if array.dtype.kind in "fc":
+      return bool(np.isnan(array).any())
+    if array.dtype == object:
+      return any(_has_nan(v) for v in array.ravel().tolist())
+    return False
+  return isinstance(values, (float, np.floating)) and math.isnan(values)
 
 
 def result(evaluation_name: str, metric: str, score: Any, *,
@@ -122,6 +184,7 @@ def make_report(*, name: str, config: ml_collections.ConfigDict,
   ids = [c["id"] for c in checks]
   if len(set(ids)) != len(ids):
     raise ValueError(f"check ids must be unique; got {ids}.")
+  checks = [refuse_pass_on_nan(dict(c)) for c in checks]
   report = {
       "schema": "jaxpapers.report/2",
       "benchmark_metadata": {
@@ -188,8 +251,15 @@ def render_markdown(report: Mapping[str, Any]) -> str:
       "| id | check | result | detail |",
       "|---|---|---|---|",
   ]
-  lines += [f"| `{c['id']}` | {c['name']} | {VERDICTS[c['passed']]} |"
-            f" {c['detail']} |" for c in checks]
+  lines += [f"| `{c['id']}` | {c['name']} | {VERDICTS[c['passed']]}"
+            + (" (machine-dependent)" if c.get("machine_dependent") else "")
+            + f" | {c['detail']} |" for c in checks]
+  if any(c.get("machine_dependent") for c in checks):
+    lines += ["", "Machine-dependent checks are decided by wall-clock timings"
+              " measured in this run (alternating rounds; INCONCLUSIVE when"
+              " the bound lies inside their 10-90% spread): another machine"
+              " or load may decide them differently. A resumed run reuses the"
+              " timings it measured."]
   lines += ["", "## Our numbers", "", "| evaluation | metric | score | s.e. | n |",
             "|---|---|---|---|---|"]
   lines += [f"| {r['evaluation_name']} | {r['metric']} | {fmt(r['score'])} |"

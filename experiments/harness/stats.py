@@ -53,7 +53,10 @@ def paired_ratio(seconds_a: Sequence[float], seconds_b: Sequence[float]
   Returns ``ratio`` (median of the per-round ratios), ``low`` and ``high``
   (their 10th and 90th percentiles) and ``rounds``.
   Timing ``a`` and ``b`` in alternation exposes both to the same machine
-  load, so each round's ratio is far less noisy than either time.
+  load, so each round's ratio is far less noisy than either time. The spread
+  covers the noise within one run only: a check decided by it (:func:`at_most`,
+  :func:`at_least`) is marked ``machine_dependent``, since a machine under
+  another load can shift every round's ratio alike.
   """
   ratios = np.asarray(seconds_a, np.float64) / np.asarray(seconds_b, np.float64)
   return {"ratio": float(np.median(ratios)),
@@ -70,6 +73,19 @@ def at_most(ratio: Mapping[str, float], bound: float) -> bool | None:
   if ratio["high"] <= bound:
     return True
   if ratio["low"] > bound:
+    return False
+  return None
+
+
+def at_least(ratio: Mapping[str, float], bound: float) -> bool | None:
+  """``ratio >= bound``: True/False when the whole spread agrees, else None.
+
+  The mirror of :func:`at_most`: None (inconclusive) when the bound lies
+  inside the measured spread.
+  """
+  if ratio["low"] >= bound:
+    return True
+  if ratio["high"] < bound:
     return False
   return None
 

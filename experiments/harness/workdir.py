@@ -36,7 +36,10 @@ import jax
 import ml_collections
 
 from experiments import checkpointing
+from experiments.harness import card as card_lib
 from experiments.harness import report as report_lib
+from experiments.harness import jsonio
+from experiments.harness.jsonio import write_json_atomic
 
 try:
   import tensorboardX  # pylint: disable=g-import-not-at-top
@@ -45,7 +48,11 @@ except ImportError:  # the optional ``tensorboard`` extra
 
 
 class WorkdirError(RuntimeError):
-  """A workdir that this run must not write into (in use, another config)."""
+  """A workdir that this run must not or cannot write into.
+
+  In use, another config, damaged, or not a writable directory (a file,
+  read-only); the command line reports it as one ``error:`` line (exit 1).
+  """
 
 
 class Chunk(NamedTuple):
@@ -165,14 +172,23 @@ class Workdir:
     self._job = _JobProgress()
     self.invocations: list[dict[str, Any]] = []
     if self.is_writer:
-      os.makedirs(self.path, exist_ok=True)
-      self._lock()
+      if os.path.exists(self.path) and not os.path.isdir(self.path):
+        raise WorkdirError(f"--workdir {self.path} is a file, not a"
+                           " directory; pass another --workdir.")
       try:
+        os.makedirs(self.path, exist_ok=True)
+        self._lock()
         self._check_recorded_config(overwrite)
         self._record_invocation()
-      except WorkdirError:
+      except (WorkdirError, OSError) as e:
         self.close()
-        raise
+        if isinstance(e, WorkdirError):
+          raise
+        # A file in the way, a read-only directory or file system, no space.
+        raise WorkdirError(
+            f"cannot use {self.path} as a workdir: {e.strerror or e}"
+            f"{f' ({e.filename})' if e.filename else ''}; pass another"
+            " --workdir.") from None
 
   # ------------------------------------------------------------ integrity --
 
@@ -357,7 +373,7 @@ class Workdir:
     if cached is not None:
       logging.info("[%s] cached stage read from %s", name, path)
       return cached[0]
-    value = json.loads(json.dumps(compute(), default=_json_default))
+    value = json.loads(json.dumps(compute(), default=jsonio.json_default))
     if self.is_writer:
       os.makedirs(os.path.dirname(path), exist_ok=True)
       write_json_atomic(path, {"config_hash": self.config_hash,
@@ -416,10 +432,7 @@ class Workdir:
                       self.invocations, indent=2)
     write_json_atomic(os.path.join(self.path, "report.json"), report, indent=2)
     # The card's records, one EEE file each: a workdir is an EEE datastore.
-    os.makedirs(os.path.join(self.path, "eee"), exist_ok=True)
-    for record in report["evaluation_card"]["records"]:
-      name = record["evaluation_id"].replace("/", "_") + ".json"
-      write_json_atomic(os.path.join(self.path, "eee", name), record, indent=2)
+    card_lib.write_records(self.path, report["evaluation_card"])
     with open(os.path.join(self.path, "report.md"), "w") as f:
       f.write(report_lib.render_markdown(report))
       if markdown_appendix:
@@ -484,25 +497,9 @@ def _read_stage(path: str, config_hash: str) -> tuple[Any] | None:
   return None
 
 
-def write_json_atomic(path: str, value: Any, **dump_kwargs: Any) -> None:
-  """Writes JSON through a temporary file, so a reader never sees half of it."""
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(value, f, default=_json_default, **dump_kwargs)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
-
-
 def to_python(value: Any) -> Any:
   """Arrays and numpy scalars as lists and Python numbers; the rest unchanged."""
   return value.tolist() if hasattr(value, "tolist") else value
-
-
-def _json_default(value: Any) -> Any:
-  if hasattr(value, "tolist"):
-    return value.tolist()
-  raise TypeError(f"cannot write {type(value).__name__} as JSON.")
 
 
 class _JobProgress:

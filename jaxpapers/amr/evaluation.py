@@ -208,8 +208,11 @@ def summarize_rollout(records: Sequence[dict[str, Any]], short_steps: int,
   ``tokens_per_s`` and ``ms_per_step``, and ``finite`` (every step).
 
   Raises:
-    ValueError: no records, or ``short_steps`` not in ``[1, len(records)]``.
+    ValueError: no records, ``short_steps`` not in ``[1, len(records)]``, or
+      ``valid_vrmse`` not > 0 (NaN would count no step as valid).
   """
+  if not valid_vrmse > 0:
+    raise ValueError(f"valid_vrmse must be > 0; got {valid_vrmse}.")
   if not records:
     raise ValueError("records is empty: a rollout has at least one step.")
   if not isinstance(short_steps, int) or not 1 <= short_steps <= len(records):

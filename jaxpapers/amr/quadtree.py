@@ -118,7 +118,8 @@ def make_geometry(shape: Sequence[int], patch: int | Sequence[int],
       isinstance(p, (int, np.integer)) and not isinstance(p, bool)
       for p in patch) or min(patch) < 1:
     raise ValueError(f"patch must be a positive int or (Ph, Pw); got {patch}.")
-  if not isinstance(max_level, (int, np.integer)) or max_level < 0:
+  if (not isinstance(max_level, (int, np.integer))
+      or isinstance(max_level, bool) or max_level < 0):
     raise ValueError(f"max_level must be an int >= 0; got {max_level!r}.")
   height, width = int(shape[0]), int(shape[1])
   tile = (patch[0] << max_level, patch[1] << max_level)

@@ -45,6 +45,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers.amr.quadtree import _check_budget_arg
 from jaxpapers.amr.quadtree import _pool2
@@ -225,9 +226,12 @@ def regrid(tokens: jax.Array, tree: Quadtree, *, tol_frac: float,
         f"tokens carry patches of {tokens.shape[1:3]}, the tree's patch is"
         f" {geometry.patch}."
     )
-  if not tol_frac >= 0 or not coarsen_ratio >= 0 or max_passes < 0:
+  if (not tol_frac >= 0 or not coarsen_ratio >= 0
+      or not isinstance(max_passes, (int, np.integer))
+      or isinstance(max_passes, bool) or max_passes < 0):
     raise ValueError(
-        "tol_frac and coarsen_ratio must be >= 0 and max_passes >= 0; got"
+        "tol_frac and coarsen_ratio must be >= 0 and max_passes an int >= 0;"
+        " got"
         f" {tol_frac}, {coarsen_ratio}, {max_passes}."
     )
   max_tokens = tree.max_tokens if max_tokens is None else max_tokens

@@ -85,6 +85,14 @@ class MeshConfig:
   token_bucket: int = 32
 
   def __post_init__(self):
+    integer = lambda p: isinstance(p, (int, np.integer)) and not isinstance(
+        p, bool)
+    # int() would truncate a float patch silently: only ints are read.
+    if not integer(self.patch) and (
+        not isinstance(self.patch, (tuple, list))
+        or not all(integer(p) for p in self.patch)):
+      raise ValueError(
+          f"patch must be a positive int or (Ph, Pw); got {self.patch}.")
     if not isinstance(self.patch, int):
       object.__setattr__(self, "patch", tuple(int(p) for p in self.patch))
     patch = (self.patch,) * 2 if isinstance(self.patch, int) else self.patch
@@ -123,7 +131,8 @@ def bucket_size(num_leaves: Any, multiple: int, max_tokens: int) -> int:
   concrete: ``(B,)`` leaf counts of a batch of trees.
 
   Raises:
-    ValueError: ``multiple`` or ``max_tokens`` is not an int >= 1.
+    ValueError: ``multiple`` or ``max_tokens`` is not an int >= 1, or
+      ``num_leaves`` is empty.
 
   Example:
     >>> import numpy as np
@@ -135,6 +144,8 @@ def bucket_size(num_leaves: Any, multiple: int, max_tokens: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (
         value < 1):
       raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
+  if np.size(num_leaves) == 0:
+    raise ValueError("num_leaves is empty: a batch has at least one tree.")
   return min(max_tokens,
              int(math.ceil(int(np.max(num_leaves)) / multiple)) * multiple)
 
@@ -204,7 +215,12 @@ def finest_pixels(tree: Quadtree) -> jax.Array:
 
   Built from the true field's mesh, these are the region of interest of the
   rollout metrics (our definition: the pixels the mesh resolves finest).
+  ``ValueError`` for a batch of trees (``vmap`` over it).
   """
+  if tree.level.ndim != 1:
+    raise ValueError(
+        f"finest_pixels expects one tree (level of shape (T,)); got shape"
+        f" {tree.level.shape}: vmap over the batch.")
   finest = (tree.level == tree.geometry.max_level) & tree.mask
   indicator = jnp.broadcast_to(
       finest[:, None, None, None].astype(jnp.float32),

@@ -24,21 +24,36 @@ from typing import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers import tree
 
 
 def rope_angles(coords_Nxa: jax.Array, dims: Sequence[int],
                 scales: Sequence[float], base: float = 10000.0) -> jax.Array:
-  """Rotation angles ``(..., sum(dims) / 2)`` for coordinates ``(..., A)``."""
+  """Rotation angles ``(..., sum(dims) / 2)`` for coordinates ``(..., A)``.
+
+  Raises:
+    ValueError: ``dims`` or ``scales`` not one entry per coordinate axis, a
+      width that is not an even int >= 0, or (when concrete) a ``base`` that
+      is not finite and > 0 or a scale that is not finite: ``base ** (-2k/d)``
+      would be NaN or inf, a silent mix of broken frequencies.
+  """
   if len(dims) != coords_Nxa.shape[-1] or len(scales) != len(dims):
     raise ValueError(
         f"dims {tuple(dims)} and scales {tuple(scales)} need one entry per"
         f" coordinate axis ({coords_Nxa.shape[-1]})."
     )
+  if not isinstance(base, jax.core.Tracer) and not (
+      np.isfinite(base) and base > 0):
+    raise ValueError(f"base must be finite and > 0; got {base}.")
+  if not any(isinstance(s, jax.core.Tracer) for s in scales) and not np.all(
+      np.isfinite(np.asarray(scales, np.float64))):
+    raise ValueError(f"scales must be finite; got {tuple(scales)}.")
   angles = []
   for axis, (dim, scale) in enumerate(zip(dims, scales)):
-    if dim % 2 or dim < 0:
+    if (not isinstance(dim, (int, np.integer)) or isinstance(dim, bool)
+        or dim % 2 or dim < 0):
       raise ValueError(f"every RoPE axis needs an even size >= 0; got dims={tuple(dims)}.")
     if dim == 0:
       continue

@@ -119,7 +119,9 @@ def pushforward_loss(step: Callable[[jax.Array], jax.Array], state: jax.Array,
     The scalar loss.
 
   Raises:
-    ValueError: ``num_steps < 1``, a negative ``input_noise``, or targets
+    ValueError: ``num_steps < 1``, a negative or non-finite
+      ``input_noise``, a ``noise_mask`` that does not broadcast to the
+      state, or targets
       that are not ``(B, K >= num_steps, ...)`` of the state's ``B`` and
       trailing shape.
 
@@ -134,14 +136,23 @@ def pushforward_loss(step: Callable[[jax.Array], jax.Array], state: jax.Array,
   """
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be an int >= 1; got {num_steps!r}.")
-  if not input_noise >= 0:
-    raise ValueError(f"input_noise must be >= 0; got {input_noise}.")
+  if not (input_noise >= 0 and np.isfinite(input_noise)):
+    raise ValueError(f"input_noise must be >= 0 and finite; got {input_noise}.")
   if (targets_BxK.ndim != state.ndim + 1 or targets_BxK.shape[1] < num_steps
       or targets_BxK.shape[0] != state.shape[0]
       or targets_BxK.shape[2:] != state.shape[1:]):
     raise ValueError(
         f"targets must be (B, K >= {num_steps}, ...) for a state of shape"
         f" {state.shape}; got {targets_BxK.shape}.")
+  if noise_mask is not None:
+    try:
+      broadcast = np.broadcast_shapes(np.shape(noise_mask), state.shape)
+    except ValueError:
+      broadcast = None
+    if broadcast != state.shape:
+      raise ValueError(
+          f"noise_mask must broadcast to the state's shape {state.shape}; got"
+          f" {np.shape(noise_mask)}.")
   noise = input_noise * jax.random.normal(noise_key, state.shape, state.dtype)
   if noise_mask is not None:
     noise = jnp.where(noise_mask, noise, jnp.zeros((), state.dtype))
@@ -202,8 +213,9 @@ def sample_batch(trajectories_NxTxHxWxC: np.ndarray, *, seed: int, step: int,
 
   Raises:
     ValueError: trajectories not ``(N, T, H, W, C)``, ``batch_size`` or
-      ``token_bucket`` below 1, ``num_steps`` not in ``[1, T)``, or
-      ``meshes`` not of shape ``(N, T, ...)``.
+      ``token_bucket`` below 1, a negative ``seed`` or ``step``,
+      ``num_steps`` not in ``[1, T)``, or ``meshes`` not of shape
+      ``(N, T, ...)``.
 
   Example:
     >>> import numpy as np
@@ -220,10 +232,12 @@ def sample_batch(trajectories_NxTxHxWxC: np.ndarray, *, seed: int, step: int,
     raise ValueError(
         f"trajectories_NxTxHxWxC must be (N, T, H, W, C); got {shape}.")
   num_trajectories, frames = shape[:2]
-  for name, value in (("batch_size", batch_size),
-                      ("token_bucket", token_bucket)):
-    if not isinstance(value, int) or value < 1:
-      raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
+  for name, value, low in (("batch_size", batch_size, 1),
+                           ("token_bucket", token_bucket, 1),
+                           ("seed", seed, 0), ("step", step, 0)):
+    if (not isinstance(value, (int, np.integer)) or isinstance(value, bool)
+        or value < low):
+      raise ValueError(f"{name} must be an int >= {low}; got {value!r}.")
   if not isinstance(num_steps, int) or not 1 <= num_steps < frames:
     raise ValueError(
         f"num_steps must be an int in [1, T = {frames}); got {num_steps!r}.")

@@ -30,9 +30,11 @@ import dataclasses
 from flax import nnx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers import models
 from jaxpapers import tree
+from jaxpapers._checks import check_int
 from jaxpapers.amr.quadtree import leaf_coordinates
 from jaxpapers.amr.quadtree import Quadtree
 from jaxpapers.amr.rope import rope_3d
@@ -62,17 +64,19 @@ class BackboneConfig:
   def __post_init__(self):
     for name in ("token_size", "d_model", "num_heads", "num_layers",
                  "mlp_ratio"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+      check_int(name, getattr(self, name), 1)
     if self.d_model % self.num_heads:
       raise ValueError(
           f"d_model={self.d_model} must be divisible by"
           f" num_heads={self.num_heads}.")
     if len(self.rope_dims) != 3 or len(self.rope_scales) != 3 or min(
-        self.rope_dims) < 0:
+        self.rope_dims) < 0 or not all(
+            isinstance(d, (int, np.integer)) for d in self.rope_dims):
       raise ValueError(
-          f"rope_dims and rope_scales need 3 entries (x, y, s), dims >= 0; got"
-          f" {self.rope_dims}, {self.rope_scales}.")
+          f"rope_dims and rope_scales need 3 entries (x, y, s), dims ints >= 0;"
+          f" got {self.rope_dims}, {self.rope_scales}.")
+    if not np.all(np.isfinite(np.asarray(self.rope_scales, np.float64))):
+      raise ValueError(f"rope_scales must be finite; got {self.rope_scales}.")
     head_dim = self.d_model // self.num_heads
     if sum(self.rope_dims) > head_dim or any(d % 2 for d in self.rope_dims):
       raise ValueError(

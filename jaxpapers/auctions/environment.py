@@ -76,8 +76,10 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers import tree as tree_lib
+from jaxpapers import _checks
 
 _FORMATS = ("first", "second")
 _SATURATION_MEASURES = ("exposure", "count")
@@ -88,12 +90,17 @@ SLOT_HEADROOM = 1.3
 # A reserve above this quantile of the value distribution makes every item
 # unprofitable to win: an input error, not an environment.
 _VALUE_QUANTILE_Z = 6.0
+_LOG_FLOAT32_MAX = math.log(float(np.finfo(np.float32).max))
 
 
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
 class EnvParams:
   """Static parameters of the environment; validated at construction.
+
+  Every number must be a finite real (NaN and infinities are refused), the
+  flags bools, and the 1 - 1e-9 quantiles of the item value and of the
+  competing bid float32 numbers.
 
   Attributes:
     format: ``"first"`` (pay the bid) or ``"second"`` (pay ``max(D, r)``).
@@ -142,31 +149,49 @@ class EnvParams:
     if self.saturation_measure not in _SATURATION_MEASURES:
       raise ValueError(f"saturation_measure must be one of"
                        f" {_SATURATION_MEASURES}; got {self.saturation_measure!r}.")
-    if not self.horizon > 0:
-      raise ValueError(f"horizon must be > 0 hours; got {self.horizon}.")
-    if not self.base_intensity > 0:
-      raise ValueError("base_intensity must be a positive rate (arrivals per"
-                       f" hour); got {self.base_intensity}.")
-    if not 0 <= self.intensity_amplitude <= 1:
-      raise ValueError("intensity_amplitude must be in [0, 1] so that the"
-                       " intensity lambda(t) is never negative; got"
-                       f" {self.intensity_amplitude}.")
-    if not self.saturation_strength >= 0:
-      raise ValueError("saturation_strength (alpha) must be >= 0; got"
-                       f" {self.saturation_strength}.")
-    for name in ("value_log_std", "competing_log_std", "recency_time",
-                 "mean_delay", "period"):
-      if not getattr(self, name) > 0:
-        raise ValueError(f"{name} must be > 0; got {getattr(self, name)}.")
-    if not self.exposure_decay >= 0:
-      raise ValueError(f"exposure_decay must be >= 0; got {self.exposure_decay}.")
-    top_value = math.exp(self.value_log_mean
-                         + _VALUE_QUANTILE_Z * self.value_log_std)
-    if not 0 <= self.reserve <= top_value:
+    # Checked values are stored as Python bools and floats: the params are
+    # a static (hashed) argument, which a numpy or JAX scalar would break.
+    set_field = lambda name, value: object.__setattr__(self, name, value)
+    for name in ("saturation", "recency", "delay"):
+      _checks.check_flag(name, getattr(self, name))
+      set_field(name, bool(getattr(self, name)))
+    positive = ("horizon", "base_intensity", "value_log_std",
+                "competing_log_std", "recency_time", "mean_delay", "period")
+    for name in positive:
+      set_field(name, _checks.check_real(name, getattr(self, name), low=0,
+                                         low_open=True))
+    for name in ("value_log_mean", "competing_log_mean",
+                 "competing_log_amplitude"):
+      set_field(name, _checks.check_real(name, getattr(self, name)))
+    set_field("intensity_amplitude", _checks.check_real(
+        "intensity_amplitude", self.intensity_amplitude, low=0, high=1,
+        why=" (so that the intensity lambda(t) is never negative)"))
+    for name in ("saturation_strength", "exposure_decay"):
+      set_field(name, _checks.check_real(name, getattr(self, name), low=0))
+    # The 1 - 1e-9 quantiles of the item value and of the competing bid must
+    # be float32 numbers, or sampled draws overflow to inf.
+    log_top_value = self.value_log_mean + _VALUE_QUANTILE_Z * self.value_log_std
+    log_top_competing = (self.competing_log_mean
+                         + abs(self.competing_log_amplitude)
+                         + _VALUE_QUANTILE_Z * self.competing_log_std)
+    for what, log_top in (("item value", log_top_value),
+                          ("competing bid", log_top_competing)):
+      if log_top >= _LOG_FLOAT32_MAX:
+        raise ValueError(
+            f"the {what}'s 1 - 1e-9 quantile, exp({log_top:.4g}), overflows"
+            " float32: lower its log-mean or log-s.d.")
+    top_value = math.exp(log_top_value)
+    set_field("reserve", _checks.check_real("reserve", self.reserve, low=0))
+    if not self.reserve <= top_value:
       raise ValueError(
           f"reserve must be in [0, {top_value:.4g}] (the 1 - 1e-9 quantile of"
           f" the item value): a reserve above all values leaves nothing to"
           f" win; got {self.reserve}.")
+    # Slots are indexed with int32.
+    if SLOT_HEADROOM * self.peak_intensity * self.horizon >= 2**31 - 1:
+      raise ValueError(
+          f"horizon={self.horizon} and base_intensity={self.base_intensity}"
+          " make more than 2**31 candidate arrivals per episode.")
 
   @property
   def peak_intensity(self) -> float:
@@ -175,19 +200,37 @@ class EnvParams:
 
 
 def num_slots(params: EnvParams, duration: float | None = None) -> int:
-  """The static candidate count :math:`\\lceil 1.3 \\lambda_{max} d\\rceil`."""
-  duration = params.horizon if duration is None else duration
-  return max(1, math.ceil(SLOT_HEADROOM * params.peak_intensity * duration))
+  """The static candidate count :math:`\\lceil 1.3 \\lambda_{max} d\\rceil`.
+
+  ``duration`` (hours, finite and > 0) defaults to the horizon.
+  """
+  check_params(params)
+  if duration is None:
+    duration = params.horizon
+  duration = _checks.check_real("duration", duration, low=0, low_open=True)
+  slots = SLOT_HEADROOM * params.peak_intensity * duration
+  if slots >= 2**31 - 1:
+    raise ValueError(f"duration={duration} makes more than 2**31 candidate"
+                     " arrivals.")
+  return max(1, math.ceil(slots))
+
+
+def check_params(params) -> None:
+  """Raises ``TypeError`` unless ``params`` is an :class:`EnvParams`."""
+  if not isinstance(params, EnvParams):
+    raise TypeError(f"params must be an EnvParams; got {type(params).__name__}.")
 
 
 def intensity(time: jax.Array, params: EnvParams) -> jax.Array:
   """:math:`\\lambda(t)`, arrivals per hour."""
+  check_params(params)
   phase = 2 * jnp.pi * time / params.period
   return params.base_intensity * (1 + params.intensity_amplitude * jnp.sin(phase))
 
 
 def integrated_intensity(start: float, end: float, params: EnvParams) -> float:
   """:math:`\\int_s^e \\lambda(t)\\,dt`, the expected arrival count (closed form)."""
+  check_params(params)
   w = 2 * math.pi / params.period
   return params.base_intensity * (
       (end - start) + params.intensity_amplitude
@@ -196,13 +239,18 @@ def integrated_intensity(start: float, end: float, params: EnvParams) -> float:
 
 def competing_log_mean(time: jax.Array, params: EnvParams) -> jax.Array:
   r""":math:`\mu_D(t) = \mu_D + a_D \sin(2\pi t / P)`, log-mean of the competing bid (any shape of t)."""
+  check_params(params)
   phase = 2 * jnp.pi * time / params.period
   return params.competing_log_mean + params.competing_log_amplitude * jnp.sin(phase)
 
 
 def win_probability(bid: jax.Array, time: jax.Array, params: EnvParams
                     ) -> jax.Array:
-  """:math:`G_t(b) = P(\\max(D_t, r) \\le b)`, the known competition CDF."""
+  """:math:`G_t(b) = P(\\max(D_t, r) \\le b)`, the known competition CDF.
+
+  A NaN bid never wins (0), as in :func:`step`.
+  """
+  check_params(params)
   safe_bid = jnp.maximum(bid, 1e-30)
   z = (jnp.log(safe_bid) - competing_log_mean(time, params)) / params.competing_log_std
   cdf = jax.scipy.stats.norm.cdf(z)
@@ -234,6 +282,7 @@ def identity_context(shape: tuple[int, ...] = ()) -> Context:
 
 def win_context(time: jax.Array, params: EnvParams) -> Context:
   """The monoid element of one win at ``time``."""
+  check_params(params)
   time = jnp.asarray(time, jnp.float32)
   return Context(jnp.ones_like(time), params.exposure_decay * time, time)
 
@@ -256,6 +305,15 @@ def context_prefix(win_times: jax.Array, won: jax.Array, params: EnvParams
   Returns:
     ``Context`` of ``[n]`` arrays: entry ``i`` folds events ``0..i``.
   """
+  check_params(params)
+  times_shape, won_shape = jnp.shape(win_times), jnp.shape(won)
+  if len(times_shape) != 1 or times_shape != won_shape:
+    raise ValueError("win_times and won must be 1-D of one length (vmap over"
+                     f" episodes); got {times_shape} and {won_shape}.")
+  if jnp.result_type(won) != jnp.bool_:
+    raise TypeError(f"won must be booleans; got {jnp.result_type(won)}.")
+  if not jnp.issubdtype(jnp.result_type(win_times), jnp.floating):
+    raise TypeError(f"win_times must be floating; got {jnp.result_type(win_times)}.")
   # The scan slices its axis with strides, which Explicit mesh axes refuse
   # on a sharded axis: it runs on gathered copies, and the prefixes get the
   # sharding of ``win_times`` back.
@@ -271,6 +329,7 @@ def context_prefix(win_times: jax.Array, won: jax.Array, params: EnvParams
 
 def exposure(context: Context, time: jax.Array, params: EnvParams) -> jax.Array:
   """Current saturation measure: :math:`e^{-\\kappa t} S`, or the win count."""
+  check_params(params)
   if params.saturation_measure == "count":
     return context.count
   return jnp.exp(context.log_exposure - params.exposure_decay * time)
@@ -278,6 +337,7 @@ def exposure(context: Context, time: jax.Array, params: EnvParams) -> jax.Array:
 
 def kernel(context: Context, time: jax.Array, params: EnvParams) -> jax.Array:
   """:math:`K(c, t) = g(E) h(\\Delta)`, with each factor 1 when its effect is off."""
+  check_params(params)
   out = jnp.ones_like(jnp.asarray(time, jnp.float32))
   if params.saturation:
     out = out / (1 + params.saturation_strength * exposure(context, time, params))
@@ -309,8 +369,13 @@ def sample_arrivals(key: jax.Array, params: EnvParams, start: jax.Array,
 
   Candidates are a rate-:math:`\\lambda_{max}` Poisson process (cumulated
   exponential gaps); candidate ``t`` is kept with probability
-  :math:`\\lambda(t)/\\lambda_{max}`. ``slots`` is static.
+  :math:`\\lambda(t)/\\lambda_{max}`. ``slots`` is a static int >= 1 and
+  ``duration`` a finite number of hours > 0 (checked when concrete).
   """
+  check_params(params)
+  slots = _checks.check_int("slots", slots, 1)
+  if _checks.is_concrete(duration):
+    duration = _checks.check_real("duration", duration, low=0, low_open=True)
   gap_key, keep_key, value_key, bid_key, delay_key = jax.random.split(key, 5)
   times = start + jnp.cumsum(
       jax.random.exponential(gap_key, (slots,)) / params.peak_intensity)
@@ -344,6 +409,7 @@ def resolve(context: Context, time: jax.Array, value: jax.Array,
             competing_bid: jax.Array, bid: jax.Array, valid: jax.Array,
             params: EnvParams) -> Outcome:
   """One auction: win iff ``bid >= max(D, r)``; pay; update the context."""
+  check_params(params)
   price = jnp.maximum(competing_bid, params.reserve)
   won = valid & (bid >= price) & (bid > 0)
   paid = bid if params.format == "first" else price
@@ -398,6 +464,7 @@ def _observe(state: EnvState, params: EnvParams) -> Observation:
 
 def reset(key: jax.Array, params: EnvParams) -> tuple[Observation, EnvState]:
   """Draws an episode; returns the first observation and the state."""
+  check_params(params)
   slots = num_slots(params)
   arrivals = sample_arrivals(key, params, jnp.float32(0.0), params.horizon, slots)
   zero = jnp.float32(0.0)
@@ -423,11 +490,15 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
     realised value minus payment, revealed or not).
   """
   del key  # the episode's randomness was drawn at reset
+  check_params(params)
   bid = jnp.asarray(action)
   if bid.shape != () or not jnp.issubdtype(bid.dtype, jnp.number) or (
       jnp.issubdtype(bid.dtype, jnp.complexfloating)):
     raise ValueError("action must be one real bid (a scalar; vmap over"
                      f" episodes for a batch); got {bid.dtype}{list(bid.shape)}.")
+  if state.arrivals.time.ndim != 1:
+    raise ValueError(f"state is a batch of episodes (arrival slots of shape"
+                     f" {state.arrivals.time.shape}): vmap step over episodes.")
   if state.arrivals.time.shape != (num_slots(params),):
     raise ValueError(f"state holds {state.arrivals.time.shape[0]} arrival"
                      f" slots but params make {num_slots(params)}: pass the"

@@ -41,8 +41,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers import tree
+from jaxpapers import _checks
 from jaxpapers.auctions import environment as env_lib
 from jaxpapers.auctions import myopic
 
@@ -52,7 +54,12 @@ _PLANNERS = ("grid", "cem")
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
 class MPCConfig:
-  """Planner settings (static); validated at construction."""
+  """Planner settings (static); validated at construction.
+
+  ``thetas`` may be given as any 1-D sequence or array of finite numbers
+  >= 0; it is stored as a tuple of floats (the config is hashed as a static
+  argument). The counts are ints >= 1, the durations finite hours > 0.
+  """
 
   thetas: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(16))
   num_rollouts: int = 64
@@ -67,28 +74,46 @@ class MPCConfig:
   def __post_init__(self):
     if self.planner not in _PLANNERS:
       raise ValueError(f"planner must be one of {_PLANNERS}; got {self.planner!r}.")
-    if not self.thetas or min(self.thetas) < 0:
-      raise ValueError(f"thetas must be non-empty and >= 0; got {self.thetas}.")
+    thetas = self.thetas
+    try:
+      ndim = np.ndim(thetas)
+    except ValueError:  # a ragged nesting
+      ndim = None
+    if isinstance(thetas, (str, bytes)) or ndim != 1:
+      raise ValueError("thetas must be a non-empty 1-D sequence of shadings;"
+                       f" got {thetas!r}.")
+    thetas = tuple(_checks.check_real(f"thetas[{i}]", t, low=0)
+                   for i, t in enumerate(thetas))
+    if not thetas:
+      raise ValueError("thetas must be non-empty (the grid, and CEM's bounds).")
+    object.__setattr__(self, "thetas", thetas)
     for name in ("num_rollouts", "replan_every", "cem_iterations",
                  "cem_samples", "cem_elites"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}.")
+      object.__setattr__(self, name,
+                         _checks.check_int(name, getattr(self, name), 1))
     if not self.cem_elites <= self.cem_samples:
       raise ValueError(f"cem_elites={self.cem_elites} must be <= cem_samples="
                        f"{self.cem_samples}.")
-    if not (self.horizon > 0 and self.cem_segment > 0):
-      raise ValueError("horizon and cem_segment must be > 0 hours; got"
-                       f" {self.horizon}, {self.cem_segment}.")
+    for name in ("horizon", "cem_segment"):
+      object.__setattr__(self, name, _checks.check_real(
+          name, getattr(self, name), low=0, low_open=True, why=" hours"))
 
   @property
   def num_segments(self) -> int:
     return max(1, round(self.horizon / self.cem_segment))
 
 
+def _check_arguments(params, config) -> None:
+  env_lib.check_params(params)
+  if not isinstance(config, MPCConfig):
+    raise TypeError(f"config must be an MPCConfig; got {type(config).__name__}.")
+
+
 def sample_futures(key: jax.Array, obs: env_lib.Observation,
                    params: env_lib.EnvParams, config: MPCConfig
                    ) -> env_lib.Arrivals:
   """``[num_rollouts, 1 + slots]`` futures: the current item, then the horizon."""
+  _check_arguments(params, config)
   slots = env_lib.num_slots(params, config.horizon)
 
   def one(k):
@@ -108,7 +133,14 @@ def sample_futures(key: jax.Array, obs: env_lib.Observation,
 
 def rollout_returns(futures: env_lib.Arrivals, context: env_lib.Context,
                     theta: jax.Array, params: env_lib.EnvParams) -> jax.Array:
-  """Utility of bidding ``theta * myopic`` on each future; ``theta`` is ``[m, s]``."""
+  """Utility of bidding ``theta * myopic`` on each future; ``theta`` is ``[m, s]``.
+
+  ``[m, s]`` is the shape of ``futures.time`` (m rollouts of s slots).
+  """
+  if jnp.shape(theta) != futures.time.shape:
+    raise ValueError(f"theta must have the shape of futures.time"
+                     f" {futures.time.shape} (rollouts, slots); got"
+                     f" {jnp.shape(theta)}.")
   def body(carry, slot):
     ctx, total = carry
     arrival, theta_now = slot
@@ -177,6 +209,7 @@ def plan_cem(key, futures, context, params, config):
 def plan(key: jax.Array, obs: env_lib.Observation, params: env_lib.EnvParams,
          config: MPCConfig) -> jax.Array:
   r"""The shading multiplier to bid with from the current observation."""
+  _check_arguments(params, config)
   future_key, cem_key = jax.random.split(key)
   futures = sample_futures(future_key, obs, params, config)
   if config.planner == "grid":
@@ -195,6 +228,7 @@ def run_mpc_from(state: env_lib.EnvState, obs: env_lib.Observation,
                  key: jax.Array, params: env_lib.EnvParams, config: MPCConfig
                  ) -> MPCEpisode:
   """MPC on an episode already reset: plan, bid ``replan_every`` times, repeat."""
+  _check_arguments(params, config)
   slots = state.arrivals.time.shape[0]
   num_blocks = -(-slots // config.replan_every)
 
@@ -228,6 +262,7 @@ def run_mpc_episode(key: jax.Array, params: env_lib.EnvParams,
                     config: MPCConfig) -> MPCEpisode:
   """One MPC episode on the draws of ``key`` (the same draws as
   :func:`jaxpapers.auctions.myopic.run_episode` with that key)."""
+  _check_arguments(params, config)
   reset_key, plan_key = jax.random.split(key)
   obs, state = env_lib.reset(reset_key, params)
   return run_mpc_from(state, obs, plan_key, params, config)

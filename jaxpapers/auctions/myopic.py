@@ -33,6 +33,7 @@ import numpy as np
 from scipy import special
 
 from jaxpapers import tree
+from jaxpapers import _checks
 from jaxpapers.auctions import environment as env_lib
 
 FIRST_PRICE_GRID = 256
@@ -47,6 +48,7 @@ Policy = Callable[[env_lib.Observation], jax.Array]
 def myopic_valuation(obs: env_lib.Observation, params: env_lib.EnvParams, *,
                      value_observed: bool = True) -> jax.Array:
   """:math:`\\nu_t = v_t K(c_{t^-}, t)`, or :math:`E[v] K` if ``value_observed`` is False."""
+  env_lib.check_params(params)
   if value_observed:
     value = obs.value
   else:
@@ -59,7 +61,21 @@ def myopic_valuation(obs: env_lib.Observation, params: env_lib.EnvParams, *,
 def first_price_bid(valuation: jax.Array, time: jax.Array,
                     params: env_lib.EnvParams, grid_size: int = FIRST_PRICE_GRID
                     ) -> jax.Array:
-  """:math:`\\arg\\max_b (\\nu - b) G_t(b)` over ``grid_size`` points of :math:`[0, \\nu]`."""
+  """:math:`\\arg\\max_b (\\nu - b) G_t(b)` over ``grid_size`` points of :math:`[0, \\nu]`.
+
+  ``time`` broadcasts to the shape of ``valuation``; ``grid_size`` is an
+  int >= 1 (1 is the grid {0}).
+  """
+  env_lib.check_params(params)
+  grid_size = _checks.check_int("grid_size", grid_size, 1)
+  valuation = jnp.asarray(valuation)
+  try:
+    shape = jnp.broadcast_shapes(jnp.shape(time), valuation.shape)
+  except ValueError:
+    shape = None
+  if shape != valuation.shape:
+    raise ValueError(f"time {jnp.shape(time)} must broadcast to the shape of"
+                     f" valuation {valuation.shape}.")
   fractions = jnp.linspace(0.0, 1.0, grid_size)
   bids = valuation[..., None] * fractions.reshape((1,) * valuation.ndim + (-1,))
   time = jnp.broadcast_to(time, valuation.shape)[..., None]
@@ -91,6 +107,7 @@ def first_price_bid_fast(valuation: jax.Array, time: jax.Array,
   The objective is log-concave in ``b``, so with a reserve the optimum on
   :math:`[r, \\nu]` is the unconstrained one clipped to it.
   """
+  env_lib.check_params(params)
   log_y, x_star = _first_price_table(params.competing_log_std)
   x_star = jnp.asarray(x_star)
   scale = jnp.exp(env_lib.competing_log_mean(time, params))
@@ -103,12 +120,14 @@ def first_price_bid_fast(valuation: jax.Array, time: jax.Array,
   bid = scale * ((1 - weight) * tree.lookup(x_star, lower)
                  + weight * tree.lookup(x_star, lower + 1))
   bid = jnp.clip(bid, params.reserve, valuation)
-  return jnp.where(valuation >= params.reserve, bid, jnp.zeros_like(bid))
+  # Written as "below the reserve" so that a NaN valuation stays NaN.
+  return jnp.where(valuation < params.reserve, jnp.zeros_like(bid), bid)
 
 
 def myopic_bid(valuation: jax.Array, time: jax.Array,
                params: env_lib.EnvParams, *, fast: bool = False) -> jax.Array:
   """The myopic-optimal bid: :math:`\\nu` (second price) or the grid argmax (first)."""
+  env_lib.check_params(params)
   if params.format == "second":
     return valuation
   if fast:
@@ -118,7 +137,13 @@ def myopic_bid(valuation: jax.Array, time: jax.Array,
 
 def fixed_shading(theta: float | jax.Array, params: env_lib.EnvParams, *,
                   value_observed: bool = True) -> Policy:
-  """The policy bidding ``theta`` times the myopic bid (``theta = 1``: myopic)."""
+  """The policy bidding ``theta`` times the myopic bid (``theta = 1``: myopic).
+
+  A concrete ``theta`` must be finite and >= 0; a traced one is used as
+  given (a NaN one makes NaN bids, which :func:`run_episode` flags).
+  """
+  env_lib.check_params(params)
+  _checks.check_real_array("theta", theta, low=0)
   def policy(obs):
     nu = myopic_valuation(obs, params, value_observed=value_observed)
     return theta * myopic_bid(nu, obs.time, params)
@@ -128,7 +153,7 @@ def fixed_shading(theta: float | jax.Array, params: env_lib.EnvParams, *,
 class Episode(NamedTuple):
   """An episode under a fixed policy: return, revealed step rewards, wins and contexts."""
 
-  episode_return: jax.Array  # realised utility (values revealed or not)
+  episode_return: jax.Array  # realised utility; NaN if a valid bid was NaN
   revealed_rewards: jax.Array  # [n] step rewards, what the buyer saw
   won: jax.Array  # [n]
   contexts: env_lib.Context  # [n] context before each slot
@@ -137,35 +162,73 @@ class Episode(NamedTuple):
 
 def run_episode(key: jax.Array, params: env_lib.EnvParams, policy: Policy
                 ) -> Episode:
-  """One episode of ``policy`` (a function of the observation), by ``lax.scan``."""
+  """One episode of ``policy`` (a function of the observation), by ``lax.scan``.
+
+  A NaN bid on a valid arrival makes ``episode_return`` NaN (see
+  :func:`run_from`).
+  """
+  _check_policy(params, policy)
   reset_key, step_key = jax.random.split(key)
   obs, state = env_lib.reset(reset_key, params)
   return run_from(state, obs, step_key, params, policy)
 
 
+def _check_policy(params, policy) -> None:
+  env_lib.check_params(params)
+  if not callable(policy):
+    raise TypeError("policy must be a function of the observation (e.g."
+                    f" fixed_shading(theta, params)); got {policy!r}.")
+
+
 def run_from(state: env_lib.EnvState, obs: env_lib.Observation,
              key: jax.Array, params: env_lib.EnvParams, policy: Policy
              ) -> Episode:
-  """:func:`run_episode` from a reset state (e.g. one replayed episode)."""
+  """:func:`run_episode` from a reset state (e.g. one replayed episode).
+
+  The environment treats a NaN bid as one that loses; here a NaN bid on a
+  valid arrival makes ``episode_return`` NaN, so that a broken policy does
+  not pass for one that merely bid low.
+  """
+  _check_policy(params, policy)
+
   def body(carry, step_key):
     obs, state = carry
     bid = policy(obs)
+    nan_bid = obs.valid & jnp.isnan(bid)
     new_obs, state, reward, _, info = env_lib.step(step_key, state, bid, params)
-    return (new_obs, state), (reward, info["won"], obs.context)
+    return (new_obs, state), (reward, info["won"], obs.context, nan_bid)
 
   keys = jax.random.split(key, state.arrivals.time.shape[0])
-  (_, state), (rewards, won, contexts) = jax.lax.scan(body, (obs, state), keys)
-  return Episode(state.utility, rewards, won, contexts, state)
+  (_, state), (rewards, won, contexts, nan_bids) = jax.lax.scan(
+      body, (obs, state), keys)
+  episode_return = jnp.where(jnp.any(nan_bids),
+                             jnp.full_like(state.utility, jnp.nan),
+                             state.utility)
+  return Episode(episode_return, rewards, won, contexts, state)
 
 
 def best_fixed_shading(key: jax.Array, params: env_lib.EnvParams,
                        thetas: jax.Array) -> tuple[jax.Array, jax.Array]:
   """The best fixed ``theta`` in hindsight on the episode of ``key``.
 
+  ``thetas`` is a non-empty 1-D array (or sequence) of shadings, finite
+  and >= 0 when concrete.
+
   Returns:
     ``(best_return, returns)``: the best return and ``[len(thetas)]``
     returns of every fixed shading on the same draws.
   """
+  env_lib.check_params(params)
+  if isinstance(thetas, (list, tuple)):
+    try:
+      thetas = np.asarray(thetas)
+    except ValueError:  # a ragged nesting
+      thetas = np.empty((0, 0))
+  if jnp.ndim(thetas) != 1 or jnp.shape(thetas)[0] == 0:
+    raise ValueError("thetas must be a non-empty 1-D array of shadings; got"
+                     f" shape {jnp.shape(thetas)}.")
+  _checks.check_real_array("thetas", thetas, low=0)
+  thetas = jnp.asarray(thetas, jnp.float32)
   returns = jax.vmap(
       lambda t: run_episode(key, params, fixed_shading(t, params)).episode_return
   )(thetas)

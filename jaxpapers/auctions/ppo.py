@@ -38,6 +38,7 @@ import optax
 
 from jaxpapers import models
 from jaxpapers import tree
+from jaxpapers import _checks
 from jaxpapers.auctions import environment as env_lib
 from jaxpapers.auctions import myopic
 
@@ -47,7 +48,13 @@ NUM_FEATURES = 7
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
-  """PPO hyperparameters (static); validated at construction."""
+  """PPO hyperparameters (static); validated at construction.
+
+  Counts are ints >= 1 (``hidden``: a sequence of layer widths, stored as a
+  tuple); every float is finite, ``max_theta > 1`` (the policy starts at
+  :math:`\\theta = 1`). ``max_grad_norm`` and ``clip`` may also be ``inf``
+  (no clipping).
+  """
 
   hidden: tuple[int, ...] = (64, 64)
   num_envs: int = 16
@@ -65,15 +72,37 @@ class PPOConfig:
   max_theta: float = 1.5
 
   def __post_init__(self):
+    if isinstance(self.hidden, (str, bytes)) or not hasattr(self.hidden,
+                                                            "__iter__"):
+      raise TypeError(f"hidden must be a sequence of layer widths; got"
+                      f" {self.hidden!r}.")
+    object.__setattr__(self, "hidden", tuple(
+        _checks.check_int(f"hidden[{i}]", h, 1)
+        for i, h in enumerate(self.hidden)))
     for name in ("num_envs", "num_iterations", "epochs", "minibatches"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}.")
-    for name in ("learning_rate", "max_grad_norm", "clip", "max_theta"):
-      if not getattr(self, name) > 0:
-        raise ValueError(f"{name} must be > 0; got {getattr(self, name)}.")
+      object.__setattr__(self, name,
+                         _checks.check_int(name, getattr(self, name), 1))
+    # Checked numbers are stored as Python values: the config is a static
+    # (hashed) argument.
+    real = lambda name, **bounds: object.__setattr__(
+        self, name, _checks.check_real(name, getattr(self, name), **bounds))
+    real("learning_rate", low=0, low_open=True)
+    real("max_theta", low=1, low_open=True,
+         why=" (the policy starts at theta = 1, myopic bidding)")
+    for name in ("max_grad_norm", "clip"):
+      # inf is a valid "no clipping"; NaN or <= 0 is not.
+      if getattr(self, name) != math.inf:
+        real(name, low=0, low_open=True, why=" (or inf: no clipping)")
     for name in ("gamma", "gae_lambda"):
-      if not 0 <= getattr(self, name) <= 1:
-        raise ValueError(f"{name} must be in [0, 1]; got {getattr(self, name)}.")
+      real(name, low=0, high=1)
+    real("value_coef", low=0)
+    for name in ("entropy_coef", "init_log_std"):
+      real(name)
+
+
+def _check_config(config) -> None:
+  if not isinstance(config, PPOConfig):
+    raise TypeError(f"config must be a PPOConfig; got {type(config).__name__}.")
 
 
 class PPOParams(NamedTuple):
@@ -117,6 +146,7 @@ def init(key: jax.Array, config: PPOConfig) -> PPOParams:
   :func:`shading` gives :math:`\theta \approx 1` (bid the myopic valuation)
   for every input before training.
   """
+  _check_config(config)
   policy_key, value_key = jax.random.split(key)
   sizes = (NUM_FEATURES, *config.hidden, 1)
   policy = models.init_mlp(policy_key, sizes, init_scale=0.5)
@@ -141,6 +171,8 @@ def _gaussian_log_prob(u, mean, log_std):
 def greedy_policy(ppo_params: PPOParams, params: env_lib.EnvParams,
                   config: PPOConfig) -> myopic.Policy:
   """The evaluation policy: the shading at the Gaussian's mean."""
+  env_lib.check_params(params)
+  _check_config(config)
   def policy(obs):
     mean = models.apply_mlp(ppo_params.policy, features(obs, params))[..., 0]
     nu = myopic.myopic_valuation(obs, params)
@@ -235,6 +267,8 @@ def optimizer(config: PPOConfig) -> optax.GradientTransformation:
 def train(key: jax.Array, params: env_lib.EnvParams, config: PPOConfig
           ) -> tuple[PPOParams, jax.Array]:
   """PPO for ``num_iterations``; returns the params and the mean return per iteration."""
+  env_lib.check_params(params)
+  _check_config(config)
   init_key, train_key = jax.random.split(key)
   ppo_params = init(init_key, config)
   tx = optimizer(config)

@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers import tree
-
-EPS = 1e-12
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 
 
 def check_features(x_BxD: jax.Array, features: int) -> None:
@@ -47,10 +47,8 @@ class LowRankAdapter(nnx.Module):
   """
 
   def __init__(self, features: int, rank: int, *, rngs: nnx.Rngs):
-    if not isinstance(features, int) or not isinstance(rank, int) or (
-        features < 1 or rank < 1):
-      raise ValueError(
-          f"features and rank must be >= 1; got {features}, {rank}.")
+    check_int("features", features, 1)
+    check_int("rank", rank, 1)
     scale = 1.0 / jnp.sqrt(jnp.asarray(features, jnp.float32))
     self.down_DxR = nnx.Param(
         scale * jax.random.normal(rngs.params(), (features, rank)))
@@ -81,13 +79,9 @@ class CosineClassifier(nnx.Module):
 
   def __init__(self, features: int, num_classes: int, *, scale: float = 20.0,
                rngs: nnx.Rngs):
-    if not isinstance(features, int) or not isinstance(num_classes, int) or (
-        features < 1 or num_classes < 1):
-      raise ValueError(
-          f"features and num_classes must be >= 1; got {features},"
-          f" {num_classes}.")
-    if not scale > 0:
-      raise ValueError(f"scale must be > 0; got {scale}.")
+    check_int("features", features, 1)
+    check_int("num_classes", num_classes, 1)
+    check_real("scale", scale, low=0.0, low_open=True)
     self.scale = scale
     self.prototypes_CxD = nnx.Param(
         jax.random.normal(rngs.params(), (num_classes, features)))
@@ -98,6 +92,18 @@ class CosineClassifier(nnx.Module):
     # class axis sharded like the batch, or a feature axis sharded unlike
     # x's, has no output sharding there.
     w_CxD = tree.gather_explicit(self.prototypes_CxD[...])[0]
-    x_unit = x_BxD / (jnp.linalg.norm(x_BxD, axis=-1, keepdims=True) + EPS)
-    w_unit = w_CxD / (jnp.linalg.norm(w_CxD, axis=-1, keepdims=True) + EPS)
-    return self.scale * x_unit @ w_unit.T
+    return self.scale * _unit_rows(x_BxD) @ _unit_rows(w_CxD).T
+
+
+def _unit_rows(x):
+  """``x / |x|`` along the last axis; a zero row stays zero.
+
+  The cosine is scale-free, so each row is first divided by its largest
+  magnitude (a constant for the gradient): no fixed epsilon biases small
+  rows, and neither tiny nor huge rows under- or overflow the squares.
+  """
+  scale = jax.lax.stop_gradient(jnp.max(jnp.abs(x), axis=-1, keepdims=True))
+  x = x / jnp.where(scale == 0, 1, scale)
+  squares = jnp.sum(x * x, axis=-1, keepdims=True)
+  # 1 for a zero row (then x is 0): also keeps sqrt's gradient finite there.
+  return x / jnp.sqrt(jnp.where(squares == 0, 1, squares))

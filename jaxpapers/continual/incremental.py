@@ -27,6 +27,9 @@ import numpy as np
 import optax
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
+from jaxpapers._checks import is_concrete
 from jaxpapers.continual.adapter import CosineClassifier
 from jaxpapers.continual.adapter import LowRankAdapter
 from jaxpapers.curvature.fisher import diagonal_fisher
@@ -36,7 +39,7 @@ MASKED_LOGIT = -1e9
 
 
 class Graphs(NamedTuple):
-  """The static structure of the adapter and the head (``nnx.GraphDef``s)."""
+  """The static structure of the adapter and the head (each an ``nnx.GraphDef``)."""
 
   adapter: Any
   head: Any
@@ -53,14 +56,13 @@ class TaskTraining:
   weight_decay: float = 5e-4
 
   def __post_init__(self):
-    if self.epochs < 1 or self.batch_size < 1:
-      raise ValueError(f"epochs and batch_size must be >= 1; got"
-                       f" {self.epochs}, {self.batch_size}.")
-    if not self.learning_rate > 0 or not 0 <= self.momentum < 1 or (
-        not self.weight_decay >= 0):
-      raise ValueError(
-          "need learning_rate > 0, 0 <= momentum < 1, weight_decay >= 0; got"
-          f" {self.learning_rate}, {self.momentum}, {self.weight_decay}.")
+    check_int("epochs", self.epochs, 1)
+    check_int("batch_size", self.batch_size, 1)
+    check_real("learning_rate", self.learning_rate, low=0.0, low_open=True)
+    check_real("momentum", self.momentum, low=0.0)
+    check_real("weight_decay", self.weight_decay, low=0.0)
+    if not self.momentum < 1:
+      raise ValueError(f"need 0 <= momentum < 1; got {self.momentum}.")
 
 
 def init_learner(key: jax.Array, features: int, rank: int, num_classes: int,
@@ -98,8 +100,16 @@ def _check_class_count(params: Params, name: str, value: jax.Array | int,
                      f" classes); got {int(value)}.")
 
 
-def _check_task(x_NxD: jax.Array, labels_N: jax.Array, weights_N: jax.Array
-                ) -> None:
+def _check_task(x_NxD: jax.Array, labels_N: jax.Array, weights_N: jax.Array,
+                params: Params, num_seen: jax.Array | int, *,
+                binary_weights: bool = False) -> None:
+  """Shapes and dtypes; concrete labels and weights also by value.
+
+  Weights must be finite and ``>= 0`` (in ``{0, 1}`` with
+  ``binary_weights``); the labels of rows of nonzero weight must lie in
+  ``[0, num_seen)`` (``[0, C)`` while ``num_seen`` is traced). A row of
+  weight 0 (padding) adds no gradient whatever its label.
+  """
   if x_NxD.ndim != 2:
     raise ValueError(f"x_NxD must be (N, D) features; got {x_NxD.shape}.")
   num = x_NxD.shape[0]
@@ -111,6 +121,24 @@ def _check_task(x_NxD: jax.Array, labels_N: jax.Array, weights_N: jax.Array
                                                      jnp.floating):
     raise ValueError(f"weights_N must be ({num},) float row weights; got"
                      f" {weights_N.dtype}{list(weights_N.shape)}.")
+  if not is_concrete(weights_N):
+    return
+  weights = np.asarray(weights_N)
+  ok = ((weights == 0) | (weights == 1) if binary_weights
+        else np.isfinite(weights) & (weights >= 0))
+  if not np.all(ok):
+    expected = "in {0, 1}" if binary_weights else "finite and >= 0"
+    raise ValueError(f"weights_N must be {expected}; got"
+                     f" {weights[~ok][:5].tolist()}.")
+  if is_concrete(labels_N):
+    high = (int(num_seen) if is_concrete(num_seen)
+            else params["head"]["prototypes_CxD"].shape[0])
+    labels = np.asarray(labels_N)[weights != 0]
+    bad = labels[(labels < 0) | (labels >= high)]
+    if bad.size:
+      raise ValueError(f"labels_N of rows of nonzero weight must lie in"
+                       f" [0, {high}) (the seen classes); got"
+                       f" {bad[:5].tolist()}.")
 
 
 def logits(graphs: Graphs, params: Params, x_BxD: jax.Array,
@@ -143,16 +171,22 @@ def train_task(graphs: Graphs, params: Params, x_NxD: jax.Array,
   ``optax.chain(add_decayed_weights, sgd(cosine decay, momentum))``, a fresh
   optimiser state per task. Each epoch visits a random permutation of the
   ``N`` rows in batches (``N`` must be a multiple of the batch size: pad
-  with rows of weight 0); the batch loss is the weighted mean cross-entropy.
+  with rows of weight 0); the batch loss is the weighted mean cross-entropy
+  (0 for a batch of padding rows only).
   The head rows of classes ``< num_frozen`` get no update.
 
   Raises ``ValueError`` for rows, labels and weights of other lengths,
   concrete ``num_seen`` outside [1, C] or ``num_frozen`` outside
-  [0, num_seen]. Labels at or above ``num_seen`` (traced, unchecked) have
-  a masked logit: their loss is about ``-MASKED_LOGIT``.
+  [0, num_seen], concrete weights that are negative or not finite, and
+  (with concrete weights) concrete labels of weighted rows outside
+  ``[0, num_seen)``. Unchecked (traced) values are used as given: a label
+  at or above ``num_seen`` has a masked logit, so its loss is about
+  ``-MASKED_LOGIT`` (1e9, a flag in any loss it enters) and its gradient
+  only lowers the seen classes' logits; a negative label indexes from the
+  end (``jnp`` indexing); a NaN weight makes the parameters NaN.
   """
-  _check_task(x_NxD, labels_N, weights_N)
   _check_class_count(params, "num_seen", num_seen, 1)
+  _check_task(x_NxD, labels_N, weights_N, params, num_seen)
   _check_class_count(params, "num_frozen", num_frozen, 0)
   if not isinstance(num_frozen, jax.core.Tracer) and not isinstance(
       num_seen, jax.core.Tracer) and int(num_frozen) > int(num_seen):
@@ -198,7 +232,9 @@ def _train_task(graphs: Graphs, params: Params, x_NxD: jax.Array,
     losses_B = _example_losses(graphs, params, x_NxD[idx_B], labels_N[idx_B],
                                num_seen)
     w_B = weights_N[idx_B]
-    return jnp.sum(w_B * losses_B) / jnp.maximum(jnp.sum(w_B), 1.0)
+    # The weighted mean at any weight scale; 0 for a batch of padding only.
+    total = jnp.sum(w_B)
+    return jnp.sum(w_B * losses_B) / jnp.where(total == 0, 1.0, total)
 
   def step(carry, idx_B):
     params, opt_state = carry
@@ -213,16 +249,26 @@ def _train_task(graphs: Graphs, params: Params, x_NxD: jax.Array,
   return params
 
 
-@functools.partial(jax.jit, static_argnames=("graphs",))
 def adapter_fisher(graphs: Graphs, params: Params, x_NxD: jax.Array,
                    labels_N: jax.Array, weights_N: jax.Array,
                    num_seen: jax.Array | int) -> Any:
   """Diagonal empirical Fisher of the adapter on the rows of weight 1.
 
   Rows of weight 0 (padding) are left out: their per-example gradients are
-  zeroed and the mean is taken over the weighted rows.
+  zeroed and the mean is taken over the weighted rows. Raises like
+  :func:`train_task` (concrete weights must be 0 or 1: a weight scales the
+  squared gradient, not the gradient). Compiled (``jax.jit``, ``graphs``
+  static) after the checks.
   """
-  _check_task(x_NxD, labels_N, weights_N)
+  _check_class_count(params, "num_seen", num_seen, 1)
+  _check_task(x_NxD, labels_N, weights_N, params, num_seen,
+              binary_weights=True)
+  return _adapter_fisher(graphs, params, x_NxD, labels_N, weights_N, num_seen)
+
+
+@functools.partial(jax.jit, static_argnames=("graphs",))
+def _adapter_fisher(graphs, params, x_NxD, labels_N, weights_N, num_seen):
+  """:func:`adapter_fisher` after its checks, compiled."""
   def example_loss(adapter, example):
     x_D, label, weight = example
     loss = _example_losses(graphs, {"adapter": adapter, "head": params["head"]},
@@ -231,14 +277,23 @@ def adapter_fisher(graphs: Graphs, params: Params, x_NxD: jax.Array,
 
   fisher = diagonal_fisher(example_loss, params["adapter"],
                            (x_NxD, labels_N, weights_N))
-  rescale = x_NxD.shape[0] / jnp.maximum(jnp.sum(weights_N), 1.0)
+  total = jnp.sum(weights_N)
+  rescale = x_NxD.shape[0] / jnp.where(total == 0, 1.0, total)
   return jax.tree.map(lambda f: f * rescale, fisher)
 
 
-@functools.partial(jax.jit, static_argnames=("graphs",))
 def predict(graphs: Graphs, params: Params, x_BxD: jax.Array,
             num_seen: jax.Array | int) -> jax.Array:
-  """The predicted class among the ``num_seen`` seen classes."""
+  """The predicted class among the ``num_seen`` seen classes.
+
+  Raises like :func:`logits`; compiled (``graphs`` static) after the check.
+  """
+  _check_class_count(params, "num_seen", num_seen, 1)
+  return _predict(graphs, params, x_BxD, num_seen)
+
+
+@functools.partial(jax.jit, static_argnames=("graphs",))
+def _predict(graphs, params, x_BxD, num_seen):
   return jnp.argmax(logits(graphs, params, x_BxD, num_seen), axis=-1)
 
 

@@ -19,6 +19,7 @@ stopping rule, and the statistics reported beside the estimates.
 """
 
 import functools
+import numbers
 from typing import Any, Callable, Literal, NamedTuple
 
 import jax
@@ -126,16 +127,28 @@ def batch_sharpness(
   the device that holds the draw and only scalars are reduced; parameters
   may be sharded along any axis, under an Auto or an Explicit mesh.
 
-  Draws whose gradient vanishes (:math:`c_j < 10^{-30}`) carry no direction
-  and are left out; ``num_draws`` counts the rest. If no draw is left the
-  curvature along a zero direction is undefined and ``value`` and ``stderr``
-  are NaN with ``num_draws = 0``.
+  Draws whose gradient vanishes (:math:`c_j \le 10^{-30}`) carry no
+  direction and are left out; ``num_draws`` counts the rest. If no draw is
+  left the curvature along a zero direction is undefined and ``value`` and
+  ``stderr`` are NaN with ``num_draws = 0``. A draw whose gradient or
+  curvature is NaN is kept, so a NaN loss in any draw makes ``value`` NaN
+  rather than leaving that draw out of the mean.
+
+  Layout: the leading axis of every leaf of ``batches`` indexes the K draws,
+  and ``loss_fn`` receives one draw with that axis removed, whatever it
+  holds: usually a mini-batch of examples, but also e.g. a quadratic form
+  ``{"A": (K, d, d), "c": (K, d)}`` or a fixed-size graph per draw. Hence a
+  single unstacked ``(b, d)`` batch is read as b draws of one ``(d,)``
+  example each; measure one batch as ``jax.tree.map(lambda x: x[None],
+  batch)``. A ``loss_fn`` that fails on one draw is a ``ValueError`` saying
+  so, raised at trace time.
 
   Args:
     loss_fn: ``loss_fn(params, batch) -> scalar`` mean loss over a batch.
     params: parameters at which to measure.
-    batches: pytree whose leaves have shape ``(K, b, ...)``: K mini-batches
-      of b examples, e.g. from :func:`jaxpapers.data.sample_minibatches`.
+    batches: pytree whose leaves share a leading draw axis of size K >= 1,
+      typically ``(K, b, ...)``: K mini-batches of b examples, e.g. from
+      :func:`jaxpapers.data.sample_minibatches` (see "Layout" above).
     estimator: ``"mean_of_ratios"`` or ``"ratio_of_means"``.
     chunk_size: draws per vectorised chunk; None vectorises all K;
       ``"auto"`` chooses from K and the per-draw size (see above).
@@ -160,7 +173,7 @@ def batch_sharpness(
   if chunk_size == "auto":
     chunk_size = _auto_chunk_size(params, batches)
   else:
-    _check_chunk_size(chunk_size, "(or 'auto')")
+    chunk_size = _check_chunk_size(chunk_size, "(or 'auto')")
   per_draw = _per_draw_fn(loss_fn, params)
   if chunk_size is None:
     a, c = jax.vmap(per_draw)(batches)
@@ -201,8 +214,10 @@ def batch_sharpness_adaptive(
   Args:
     loss_fn: ``loss_fn(params, batch) -> scalar``.
     params: parameters at which to measure.
-    sample_batches: ``sample_batches(key, num) -> batches`` with leaves of
-      shape ``(num, b, ...)``, a pure function of the key.
+    sample_batches: ``sample_batches(key, num) -> batches``, a pure function
+      of the key, whose leaves have leading (draw) size ``num``: typically
+      ``(num, b, ...)``; one draw is whatever ``loss_fn`` takes (see
+      :func:`batch_sharpness`).
     key: PRNG key of the measurement stream (e.g. ``fold_in(key, step)``).
     estimator: ``"mean_of_ratios"`` or ``"ratio_of_means"``.
     min_draws: the rule is tested only with more than this many draws.
@@ -217,8 +232,9 @@ def batch_sharpness_adaptive(
   _check_estimator(estimator)
   for name, value in (("chunk_size", chunk_size), ("min_draws", min_draws),
                       ("max_draws", max_draws)):
-    if not isinstance(value, int):
+    if not _is_int(value):
       raise ValueError(f"{name} must be an int, got {value!r}.")
+  chunk_size, min_draws, max_draws = map(int, (chunk_size, min_draws, max_draws))
   if chunk_size < 1 or max_draws < chunk_size or max_draws % chunk_size:
     raise ValueError(
         f"max_draws={max_draws} must be a positive multiple of"
@@ -228,10 +244,21 @@ def batch_sharpness_adaptive(
     raise ValueError(
         f"min_draws={min_draws} must lie in [2, max_draws={max_draws}]."
     )
-  if not rel_tol > 0:
-    raise ValueError(f"rel_tol must be positive, got {rel_tol!r}.")
-  _check_batches(loss_fn, params,
-                 jax.eval_shape(lambda k: sample_batches(k, chunk_size), key))
+  # A traced rel_tol is fine (it only enters the loop's condition); a
+  # concrete one must be a positive number (NaN would never stop early).
+  if not isinstance(rel_tol, jax.core.Tracer) and (
+      jnp.ndim(rel_tol) != 0 or not float(rel_tol) > 0):
+    raise ValueError(f"rel_tol must be a positive scalar, got {rel_tol!r}.")
+  sampled = jax.eval_shape(lambda k: sample_batches(k, chunk_size), key)
+  num_sampled = tree_lib.leading_size(sampled, "sample_batches(key, num)")
+  if num_sampled != chunk_size:
+    # The loop counts chunk_size draws per chunk: another count would make
+    # min_draws, max_draws and num_draws disagree with the draws made.
+    raise ValueError(
+        f"sample_batches(key, num) must return num draws (leading axis), got"
+        f" {num_sampled} for num={chunk_size}."
+    )
+  _check_batches(loss_fn, params, sampled)
   per_draw = jax.vmap(_per_draw_fn(loss_fn, params))
 
   def cond(state):
@@ -278,16 +305,20 @@ def gni(
   Args:
     loss_fn: ``loss_fn(params, batch) -> scalar`` mean loss over a batch.
     params: parameters at which to measure.
-    batches: K mini-batches, leaves of shape ``(K, b, ...)``.
-    data: the measurement set, leaves of shape ``(n, ...)``.
+    batches: K draws along the leading axis of every leaf, typically K
+      mini-batches ``(K, b, ...)``; one draw is whatever ``loss_fn`` takes
+      (see :func:`batch_sharpness`).
+    data: the measurement set, one argument of ``loss_fn`` whose leaves
+      share a leading example axis of size n (split into ``num_chunks``).
     num_chunks: split ``data`` into this many chunks per Hessian product.
     chunk_size: mini-batch gradients per vectorised chunk; None = all.
 
   Returns:
-    A :class:`GNIEstimate` (stderr over the K draws).
+    A :class:`GNIEstimate` (stderr over the K draws). Where the full-data
+    gradient vanishes the ratio is undefined: ``value`` is then inf or NaN.
   """
   _check_batches(loss_fn, params, batches)
-  _check_chunk_size(chunk_size, "")
+  chunk_size = _check_chunk_size(chunk_size, "")
   full_grad, hvp_fn = linearize_gradient(
       loss_fn, params, data, num_chunks=num_chunks
   )
@@ -375,12 +406,20 @@ def _first(sample_batches, key):
   )
 
 
-def _check_chunk_size(chunk_size, alternatives):
-  if chunk_size is not None and (not isinstance(chunk_size, int)
-                                 or chunk_size < 1):
+def _is_int(value) -> bool:
+  """A Python or numpy integer; bool is refused (True would count as 1)."""
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_chunk_size(chunk_size, alternatives) -> int | None:
+  """``chunk_size`` as a Python int (or None); a named error otherwise."""
+  if chunk_size is None:
+    return None
+  if not _is_int(chunk_size) or chunk_size < 1:
     raise ValueError(f"chunk_size must be None or a positive int"
                      f"{' ' + alternatives if alternatives else ''}, got"
                      f" {chunk_size!r}.")
+  return int(chunk_size)
 
 
 def _check_estimator(estimator):
@@ -391,38 +430,39 @@ def _check_estimator(estimator):
 
 
 def _check_batches(loss_fn, params, batches):
-  """Named errors for params and a stack of mini-batches that is not one (trace time)."""
+  """Named errors for params and a stack of draws (trace time).
+
+  The layout asks only for what the estimators use: every leaf of
+  ``batches`` has a leading axis of one common size K >= 1 that indexes the
+  draws. What one draw holds (a mini-batch of examples, a quadratic form, a
+  fixed-size graph) is ``loss_fn``'s business, so it is not guessed at:
+  ``loss_fn`` is traced over the draws exactly as the estimators map it
+  (abstractly, no compute), and only its own failure there is reported. A
+  call refused here therefore fails on every path that could compute it.
+  """
   tree_lib.check_real_floating(params, "params")
   tree_lib.leading_size(batches, "batches")
-  one_batch = jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(tree_lib.shape_of(x)[1:], x.dtype),
-      batches,
-  )
   try:
-    tree_lib.leading_size(one_batch, "each batch")
-  except ValueError as e:
+    jax.eval_shape(lambda p, b: jax.vmap(lambda draw: loss_fn(p, draw))(b),
+                   params, batches)
+  except Exception as e:  # whatever the user's loss raises on one draw
+    shapes = [tree_lib.shape_of(x)[1:] for x in jax.tree.leaves(batches)]
     raise ValueError(
-        "batches must stack mini-batches as (num_draws, batch_size, ...): "
-        + str(e)
-    ) from None
-  # One unstacked (b, d) batch would pass the checks above as b draws of d
-  # "examples"; a real mini-batch still makes a batch when cut to one example.
-  one_example = jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct((1, *x.shape[1:]), x.dtype), one_batch)
-  try:
-    jax.eval_shape(loss_fn, params, one_example)
-  except (TypeError, ValueError) as e:
-    raise ValueError(
-        "batches must stack mini-batches as (num_draws, batch_size, ...), but"
-        " loss_fn fails on the first example of a draw, so the second axis is"
-        " not a batch axis; pass one batch as jax.tree.map(lambda x: x[None],"
-        f" batch). ({type(e).__name__}: {str(e).splitlines()[0]})"
-    ) from None
+        "loss_fn fails on one draw of batches. The leading axis of every leaf"
+        " of batches indexes draws, and loss_fn receives one draw with that"
+        f" axis removed (leaf shapes {shapes}); to measure on a single batch,"
+        " pass jax.tree.map(lambda x: x[None], batch)."
+        f" ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+    ) from e
 
 
 def _moments_of(a, c) -> _Moments:
-  """Moments of (a, c, a/c) over the draws with a non-vanishing gradient."""
-  valid = c > _MIN_GRAD_SQ_NORM
+  """Moments of (a, c, a/c) over the draws with a non-vanishing gradient.
+
+  ``~(c <= min)`` rather than ``c > min``: a NaN draw stays in and makes the
+  moments NaN instead of being dropped as if its gradient had vanished.
+  """
+  valid = ~(c <= _MIN_GRAD_SQ_NORM)
   x = jnp.stack([a, c, a / jnp.where(valid, c, 1.0)], axis=-1)
   w = valid.astype(x.dtype)
   count = jnp.sum(w)

@@ -5,6 +5,7 @@ the HVP, of the scalar-loss check, and of the chunked full-data Hessian
 operator that bounds memory on large measurement sets.
 """
 
+import numbers
 from typing import Any, Callable
 
 import jax
@@ -45,7 +46,8 @@ def check_scalar_loss(loss_fn: LossFn, params: Params, *args: Any) -> None:
 
 def check_num_chunks(num_chunks: Any, num_examples: int) -> None:
   """Raises ``ValueError`` unless ``num_chunks`` is an int dividing ``num_examples``."""
-  if (not isinstance(num_chunks, int) or num_chunks < 1
+  if (not isinstance(num_chunks, numbers.Integral)
+      or isinstance(num_chunks, bool) or num_chunks < 1
       or num_examples % num_chunks):
     raise ValueError(
         f"num_chunks={num_chunks!r} must be a positive divisor (an int) of"

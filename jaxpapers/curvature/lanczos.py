@@ -16,6 +16,8 @@ largest eigenvalue of the Krylov space explored; power iteration returns the
 eigenvalue of largest magnitude, recorded with its sign.
 """
 
+import math
+import numbers
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -103,10 +105,15 @@ def lambda_max(
   """
   if method not in ("lanczos", "power"):
     raise ValueError(f"method must be 'lanczos' or 'power', got {method!r}.")
-  if not isinstance(max_iters, int) or max_iters < 1:
+  if (not isinstance(max_iters, numbers.Integral)
+      or isinstance(max_iters, bool) or max_iters < 1):
     raise ValueError(f"max_iters must be a positive int, got {max_iters!r}.")
-  if isinstance(tol, (int, float)) and not tol >= 0:
-    raise ValueError(f"tol must be >= 0, got {tol!r}.")
+  if not isinstance(tol, jax.core.Tracer):
+    # An infinite tol would stop at the first product and report the
+    # start's Rayleigh quotient as converged.
+    if jnp.ndim(tol) != 0 or not (float(tol) >= 0
+                                  and math.isfinite(float(tol))):
+      raise ValueError(f"tol must be a finite scalar >= 0, got {tol!r}.")
   matvec, unravel, flat_params = tree_lib.flat_operator(hvp_fn, params)
   if flat_params.size == 0:
     raise ValueError("params has no entries: nothing to take an eigenvalue of.")

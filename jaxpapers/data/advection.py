@@ -21,12 +21,12 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
 
 
-@functools.partial(jax.jit, static_argnames=(
-    "num_steps", "size", "min_discs", "max_discs", "background_modes"))
 def advection_trajectory(key: jax.Array, *, num_steps: int, size: int = 64,
                          velocity: tuple[float, float] = (1.0, 0.5),
                          min_discs: int = 2, max_discs: int = 4,
@@ -44,9 +44,9 @@ def advection_trajectory(key: jax.Array, *, num_steps: int, size: int = 64,
     min_discs: fewest discs.
     max_discs: most discs (static: the number is drawn in
       ``[min_discs, max_discs]`` and the rest get amplitude 0).
-    radius_range: disc radii, pixels.
-    edge_width: ``w`` of the ``tanh`` edge, pixels.
-    background_amplitude: sum of the background modes' amplitudes.
+    radius_range: ``(low, high)`` disc radii, pixels, ``0 <= low <= high``.
+    edge_width: ``w > 0`` of the ``tanh`` edge, pixels.
+    background_amplitude: sum of the background modes' amplitudes, ``>= 0``.
     background_modes: largest background wavenumber per axis.
 
   Returns:
@@ -54,11 +54,14 @@ def advection_trajectory(key: jax.Array, *, num_steps: int, size: int = 64,
 
   Raises:
     ValueError: for ``num_steps < 0``, ``size < 1``, ``background_modes <
-      0`` or not ``0 <= min_discs <= max_discs`` (the static arguments). The
-      others are traced and cannot be checked: ``edge_width = 0`` gives NaN
-      on disc edges and a negative one inverted discs (amplitude outside,
-      none inside); a reversed ``radius_range`` still draws radii between
-      its two ends.
+      0`` or not ``0 <= min_discs <= max_discs`` (the static arguments), and
+      for concrete values of the others outside their ranges above or not
+      finite (``velocity`` must be two finite numbers). Traced values cannot
+      be checked: a reversed or negative ``radius_range`` and an
+      ``edge_width <= 0`` then make every frame NaN when there can be discs
+      (``max_discs >= 1``), where a reversed range would otherwise still
+      draw radii between its ends and a negative width invert the discs;
+      NaN or inf in any of them propagates as NaN.
 
   Example:
     >>> import jax
@@ -71,18 +74,68 @@ def advection_trajectory(key: jax.Array, *, num_steps: int, size: int = 64,
     True
   """
   for name, value, low in (("num_steps", num_steps, 0), ("size", size, 1),
-                           ("background_modes", background_modes, 0)):
-    if value < low:
-      raise ValueError(f"{name} must be >= {low}; got {value}.")
+                           ("background_modes", background_modes, 0),
+                           ("min_discs", min_discs, 0),
+                           ("max_discs", max_discs, 0)):
+    check_int(name, value, low)
   if not 0 <= min_discs <= max_discs:
     raise ValueError(
         f"need 0 <= min_discs <= max_discs; got {min_discs}, {max_discs}.")
+  for name, value in (("velocity", velocity), ("radius_range", radius_range)):
+    if np.shape(value) != (2,):
+      raise ValueError(f"{name} must be two numbers; got shape"
+                       f" {np.shape(value)}.")
+  for name, value in (("edge_width", edge_width),
+                      ("background_amplitude", background_amplitude)):
+    if np.shape(value) != ():
+      raise ValueError(f"{name} must be a scalar; got shape {np.shape(value)}.")
+  velocity_, radii_, width_, amplitude_ = (
+      _concrete(x) for x in (velocity, radius_range, edge_width,
+                             background_amplitude))
+  if velocity_ is not None and not np.all(np.isfinite(velocity_)):
+    raise ValueError(
+        f"velocity must be finite; got {tuple(velocity_.tolist())}.")
+  if radii_ is not None and not (np.all(np.isfinite(radii_))
+                                 and 0 <= radii_[0] <= radii_[1]):
+    raise ValueError(
+        "radius_range must be finite (low, high) with 0 <= low <= high; got"
+        f" {tuple(radii_.tolist())}.")
+  if width_ is not None and not (np.isfinite(width_) and width_ > 0):
+    raise ValueError(f"edge_width must be finite and > 0; got {width_}.")
+  if amplitude_ is not None and not (np.isfinite(amplitude_)
+                                     and amplitude_ >= 0):
+    raise ValueError(
+        f"background_amplitude must be finite and >= 0; got {amplitude_}.")
+  return _trajectory(key, num_steps=num_steps, size=size, velocity=velocity,
+                     min_discs=min_discs, max_discs=max_discs,
+                     radius_range=radius_range, edge_width=edge_width,
+                     background_amplitude=background_amplitude,
+                     background_modes=background_modes)
+
+
+def _concrete(x) -> np.ndarray | None:
+  """``x`` as a float64 array, or None where it holds a traced value."""
+  if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(x)):
+    return None
+  return np.asarray(x, np.float64)
+
+
+@functools.partial(jax.jit, static_argnames=(
+    "num_steps", "size", "min_discs", "max_discs", "background_modes"))
+def _trajectory(key, *, num_steps, size, velocity, min_discs, max_discs,
+                radius_range, edge_width, background_amplitude,
+                background_modes):
   keys = jax.random.split(key, 7)
   count = jax.random.randint(keys[0], (), min_discs, max_discs + 1)
   present = jnp.arange(max_discs) < count
   centres = jax.random.uniform(keys[1], (max_discs, 2), maxval=size)
   radii = jax.random.uniform(keys[2], (max_discs,), minval=radius_range[0],
                              maxval=radius_range[1])
+  # Traced ranges are unchecked (see advection_trajectory): out of range,
+  # every frame is NaN.
+  in_range = ((0 <= radius_range[0]) & (radius_range[0] <= radius_range[1])
+              & (edge_width > 0))
+  radii = jnp.where(in_range, radii, jnp.nan)
   amplitudes = jnp.where(
       present, jax.random.uniform(keys[3], (max_discs,), minval=0.5,
                                   maxval=1.0), 0.0)
@@ -127,9 +180,7 @@ def advection_dataset(seed: int, num_trajectories: int, **kwargs) -> jax.Array:
   ``kwargs`` go to :func:`advection_trajectory`; ``num_trajectories`` must be
   >= 1 (``ValueError``).
   """
-  if num_trajectories < 1:
-    raise ValueError(
-        f"num_trajectories must be >= 1; got {num_trajectories}.")
+  check_int("num_trajectories", num_trajectories, 1)
   keys = jax.vmap(functools.partial(jax.random.fold_in, jax.random.key(seed))
                   )(jnp.arange(num_trajectories))
   return jax.vmap(functools.partial(advection_trajectory, **kwargs))(keys)

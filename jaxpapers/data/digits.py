@@ -8,9 +8,12 @@ symmetric label noise that replaces a fraction of labels by uniformly random
 classes (a replaced label may by chance equal the true one).
 """
 
+import numbers
 from typing import NamedTuple
 
 import numpy as np
+
+from jaxpapers._checks import check_int
 
 NUM_CLASSES = 10
 
@@ -38,20 +41,28 @@ def load_digits(
   Returns:
     A :class:`Digits` tuple.
   """
+  # Checked before scikit-learn's (slow) import.
+  check_int("seed", seed, 0)
+  if not 0.0 <= label_noise <= 1.0:
+    raise ValueError(f"label_noise must lie in [0, 1], got {label_noise}.")
+  if num_examples is not None and (
+      not isinstance(num_examples, numbers.Integral)
+      or isinstance(num_examples, bool)):
+    raise ValueError(
+        f"num_examples must lie in [1, 1797] (an int), got {num_examples!r}.")
   try:
     from sklearn import datasets  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise ImportError(
         "load_digits needs scikit-learn: pip install 'jaxpapers[experiments]'."
     ) from e
-  if not 0.0 <= label_noise <= 1.0:
-    raise ValueError(f"label_noise must lie in [0, 1], got {label_noise}.")
   bunch = datasets.load_digits()
   x = bunch.data.astype(np.float64) / 16.0
   labels = bunch.target.astype(np.int32)
   total = x.shape[0]
   if num_examples is not None and not 1 <= num_examples <= total:
-    raise ValueError(f"num_examples must lie in [1, {total}], got {num_examples}.")
+    raise ValueError(f"num_examples must lie in [1, {total}] (an int), got"
+                     f" {num_examples!r}.")
   rng = np.random.default_rng(seed)
   if num_examples is not None and num_examples < total:
     keep = np.sort(rng.choice(total, num_examples, replace=False))

@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
 from jaxpapers.data import text
 
 DOMAINS = ("code", "prose", "arithmetic", "csv")
@@ -58,7 +59,11 @@ def csv_texts() -> list[str]:
 
 
 def arithmetic_document(rng: np.random.Generator, num_chars: int) -> str:
-  """Lines ``a+b=c``, ``a-b=c`` (a, b < 1000) and ``a*b=c`` (a, b < 100)."""
+  """Lines ``a+b=c``, ``a-b=c`` (a, b < 1000) and ``a*b=c`` (a, b < 100).
+
+  ``num_chars`` must be an int >= 1 (``ValueError``).
+  """
+  check_int("num_chars", num_chars, 1)
   lines, size = [], 0
   while size < num_chars:
     op = "+-*"[rng.integers(3)]
@@ -72,7 +77,15 @@ def arithmetic_document(rng: np.random.Generator, num_chars: int) -> str:
 
 def chunk_texts(texts: list[str], rng: np.random.Generator, *, min_chars: int,
                 max_chars: int, max_chunks_per_text: int) -> list[str]:
-  """Consecutive chunks of ``min_chars..max_chars`` characters of each text."""
+  """Consecutive chunks of ``min_chars..max_chars`` characters of each text.
+
+  Raises:
+    ValueError: unless ``0 < min_chars <= max_chars`` and
+      ``max_chunks_per_text >= 1`` are ints.
+  """
+  check_int("min_chars", min_chars, 1)
+  check_int("max_chars", max_chars, 1)
+  check_int("max_chunks_per_text", max_chunks_per_text, 1)
   if not 0 < min_chars <= max_chars:
     raise ValueError(
         f"need 0 < min_chars <= max_chars, got {min_chars}, {max_chars}."
@@ -104,9 +117,18 @@ def load_multidomain(*, docs_per_domain: int = 240, min_chars: int = 256,
 
   Returns:
     A :class:`MultiDomainCorpus`.
+
+  Raises:
+    ValueError: a count that is not an int in its range (``docs_per_domain
+      >= 1``, ``valid_every >= 2``, ``seed >= 0``, the chunk sizes of
+      :func:`chunk_texts`).
   """
-  if valid_every < 2:
-    raise ValueError(f"valid_every must be >= 2, got {valid_every}.")
+  check_int("docs_per_domain", docs_per_domain, 1)
+  check_int("valid_every", valid_every, 2)
+  check_int("seed", seed, 0)
+  # Before the (slow) sources are read.
+  chunk_texts([], np.random.default_rng(0), min_chars=min_chars,
+              max_chars=max_chars, max_chunks_per_text=max_chunks_per_text)
   rng = np.random.default_rng(seed)
   sources = {
       "code": text.python_source_documents(),
@@ -147,7 +169,16 @@ def consecutive_windows(tokens: np.ndarray, length: int,
 
   Window i covers ``tokens[i*length : i*length + length + 1]``, so every
   token after the first is predicted exactly once.
+
+  Raises:
+    ValueError: ``tokens`` not 1-D, ``length`` not an int >= 1,
+      ``max_windows`` neither None nor an int >= 1, or no whole window.
   """
+  if len(np.shape(tokens)) != 1:
+    raise ValueError(f"tokens must be 1-D; got shape {np.shape(tokens)}.")
+  check_int("length", length, 1)
+  if max_windows is not None:
+    check_int("max_windows", max_windows, 1)
   count = (tokens.shape[0] - 1) // length
   if max_windows is not None:
     count = min(count, max_windows)

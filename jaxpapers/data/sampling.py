@@ -8,8 +8,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpapers import tree as tree_lib
+from jaxpapers._checks import check_int
 
 
 def minibatch_indices(
@@ -25,6 +27,8 @@ def minibatch_indices(
   Returns:
     int32 array of shape ``(batch_size,)``, without repeats.
   """
+  check_int("num_examples", num_examples, 1)
+  check_int("batch_size", batch_size, 1)
   if not 1 <= batch_size <= num_examples:
     raise ValueError(
         f"batch_size={batch_size} must lie in [1, num_examples={num_examples}]."
@@ -45,10 +49,20 @@ def take(data: Any, indices: jax.Array) -> Any:
 
   Raises:
     TypeError: for non-integer ``indices``.
+    ValueError: a leaf without a leading axis, leaves that disagree on its
+      size n, or concrete ``indices`` outside ``[-n, n)``.
   """
   dtype = jnp.result_type(indices)
   if not jnp.issubdtype(dtype, jnp.integer):
     raise TypeError(f"indices must be integers, got dtype {dtype}.")
+  if jax.tree.leaves(data):
+    size = tree_lib.leading_size(data, "data")
+    if not isinstance(indices, jax.core.Tracer):
+      values = np.asarray(indices)
+      if values.size and (values.min() < -size or values.max() >= size):
+        raise ValueError(
+            f"indices must lie in [-{size}, {size}) (the leading size of"
+            f" data); got range [{values.min()}, {values.max()}].")
   index_spec = tree_lib.explicit_spec(indices)
   index_axes = set(tree_lib.spec_axes(index_spec))
 
@@ -87,8 +101,7 @@ def sample_minibatches(
       < 1`` or ``batch_size`` outside ``[1, n]``.
   """
   num_examples = tree_lib.leading_size(data, "data")
-  if num_batches < 1:
-    raise ValueError(f"num_batches must be >= 1, got {num_batches}.")
+  check_int("num_batches", num_batches, 1)
   keys = jax.random.split(key, num_batches)
   indices = jax.vmap(
       lambda k: minibatch_indices(k, num_examples, batch_size)

@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers._checks import check_int
+
 STATSMODELS_SERIES = ("co2", "sunspots", "elnino", "macrodata")
 _MACRO_CHANNELS = ("realgdp", "realcons", "realinv", "realgovt", "realdpi",
                    "cpi", "m1")
@@ -154,16 +156,18 @@ def lorenz96(*, num_samples: int = 5000, num_dims: int = 8,
   Returns:
     A :class:`Series` with float32 ``(num_samples, num_dims)`` values.
   """
-  if num_dims < 4 or num_samples < 1 or observe_every < 1 or burn_in < 0:
-    raise ValueError(
-        "lorenz96 needs num_dims >= 4, num_samples >= 1, observe_every >= 1"
-        f" and burn_in >= 0; got {num_dims}, {num_samples}, {observe_every},"
-        f" {burn_in}."
-    )
-  if noise < 0:
-    raise ValueError(f"noise must be >= 0, got {noise}.")
-  if not dt > 0:
-    raise ValueError(f"dt must be > 0, got {dt}.")
+  for name, value, low in (("num_dims", num_dims, 4),
+                           ("num_samples", num_samples, 1),
+                           ("observe_every", observe_every, 1),
+                           ("burn_in", burn_in, 0), ("seed", seed, 0)):
+    check_int(name, value, low)
+  # NaN fails every comparison: "not >=" / "not >" refuse it too.
+  if not (np.isfinite(noise) and noise >= 0):
+    raise ValueError(f"noise must be >= 0 and finite, got {noise}.")
+  if not (np.isfinite(dt) and dt > 0):
+    raise ValueError(f"dt must be > 0 and finite, got {dt}.")
+  if not np.isfinite(forcing):
+    raise ValueError(f"forcing must be finite, got {forcing}.")
   kick_key, noise_key = jax.random.split(jax.random.key(seed))
   x0 = forcing + 0.01 * jax.random.normal(kick_key, (num_dims,))
   num_burn = -(-burn_in // observe_every)
@@ -232,7 +236,10 @@ def chronological_split(
   values = np.asarray(values, np.float64)
   if values.ndim != 2:
     raise ValueError(f"values must be (T, C), got shape {values.shape}.")
-  if len(fractions) != 3 or min(fractions) <= 0 or abs(sum(fractions) - 1) > 1e-6:
+  fractions = tuple(fractions)
+  if (len(fractions) != 3
+      or not all(np.isfinite(f) and f > 0 for f in fractions)
+      or not abs(sum(fractions) - 1) <= 1e-6):
     raise ValueError(
         "fractions must be three positive (train, val, test) fractions summing"
         f" to 1, got {fractions}."
@@ -283,11 +290,11 @@ def sliding_windows(values: np.ndarray, lookback: int, horizon: int, *,
   if values.ndim != 2:
     raise ValueError(f"values must be (T, C), got shape {values.shape}.")
   stop = values.shape[0] if stop is None else stop
-  if lookback < 1 or horizon < 1 or stride < 1:
-    raise ValueError(
-        "lookback, horizon and stride must be >= 1, got"
-        f" {lookback}, {horizon}, {stride}."
-    )
+  for name, value in (("lookback", lookback), ("horizon", horizon),
+                      ("stride", stride)):
+    check_int(name, value, 1)
+  for name, value in (("start", start), ("stop", stop)):
+    check_int(name, value, 0)
   if not 0 <= start < stop <= values.shape[0]:
     raise ValueError(
         f"need 0 <= start < stop <= T = {values.shape[0]}, got start={start},"

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
 
 EOS = 256
 VOCAB_SIZE = 257
@@ -62,11 +63,20 @@ def encode_documents(docs: list[str]) -> np.ndarray:
 
 def split_documents(docs: list[str], valid_fraction: float,
                     seed: int = 0) -> tuple[list[str], list[str]]:
-  """A fixed random split of whole documents into (train, validation)."""
+  """A fixed random split of whole documents into (train, validation).
+
+  Raises:
+    ValueError: fewer than two documents (both sides need one), or
+      ``valid_fraction`` outside ``(0, 1)``.
+  """
+  if len(docs) < 2:
+    raise ValueError(
+        f"docs must hold at least 2 documents to split; got {len(docs)}.")
   if not 0.0 < valid_fraction < 1.0:
     raise ValueError(f"valid_fraction must lie in (0, 1), got {valid_fraction}.")
   order = np.random.default_rng(seed).permutation(len(docs))
-  num_valid = max(1, int(round(valid_fraction * len(docs))))
+  num_valid = min(max(1, int(round(valid_fraction * len(docs)))),
+                  len(docs) - 1)
   valid = sorted(order[:num_valid])
   train = sorted(order[num_valid:])
   return [docs[i] for i in train], [docs[i] for i in valid]
@@ -115,7 +125,15 @@ def sample_windows(key: jax.Array, tokens: jax.Array, batch_size: int,
 
   A pure function of ``key`` (resumable by step); inputs are ``w[:, :-1]``
   and next-token targets ``w[:, 1:]``.
+
+  Raises:
+    ValueError: ``tokens`` not 1-D, ``batch_size`` or ``length`` not an int
+      >= 1, or ``tokens`` too short for one window.
   """
+  if len(np.shape(tokens)) != 1:
+    raise ValueError(f"tokens must be 1-D; got shape {np.shape(tokens)}.")
+  check_int("batch_size", batch_size, 1)
+  check_int("length", length, 1)
   if tokens.shape[0] <= length + 1:
     raise ValueError(
         f"tokens has {tokens.shape[0]} entries, fewer than a window of {length + 1}."

@@ -15,6 +15,7 @@ from jaxpapers.detection.budget import check_scores
 from jaxpapers.detection.budget import confidences
 from jaxpapers.detection.budget import dq_detr
 from jaxpapers.detection.budget import fixed
+from jaxpapers.detection.budget import NO_BUDGET
 from jaxpapers.detection.budget import QuerySelection
 from jaxpapers.detection.budget import select_queries
 from jaxpapers.detection.budget import share_batch_max

@@ -30,6 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
+from jaxpapers._checks import is_concrete
 from jaxpapers.detection import boxes as boxes_lib
 
 DEFAULT_SCALES = (0.75, 0.95, 1.2, 1.5, 1.9, 2.4)
@@ -58,13 +60,17 @@ class Calibration(NamedTuple):
   bias: jax.Array  # b, () float32
 
 
-@functools.partial(jax.jit, static_argnames=("num_images", "size",
-                                             "count_range"))
 def blob_images(key: jax.Array, num_images: int, *, size: int = 128,
                 count_range: tuple[int, int] = (1, 400),
                 sigma_range: tuple[float, float] = (0.7, 2.0),
                 noise_std: float = 0.05) -> BlobImages:
   """``num_images`` blob images, a pure function of ``key`` (module docstring).
+
+  Raises:
+    ValueError / TypeError: unless ``num_images >= 0`` and ``size >= 1`` are
+      ints, ``count_range`` ints with ``1 <= low <= high``, ``sigma_range``
+      finite with ``0 < low <= high`` and ``noise_std`` finite and ``>= 0``
+      (the last two checked when concrete; traced ones are used as given).
 
   Example:
     >>> import jax
@@ -72,9 +78,37 @@ def blob_images(key: jax.Array, num_images: int, *, size: int = 128,
     >>> data.images.shape, data.boxes.shape, bool((data.valid.sum(1) == data.counts).all())
     ((3, 32, 32), (3, 8, 4), True)
   """
+  check_int("num_images", num_images, 0)
+  check_int("size", size, 1)
+  if len(count_range) != 2:
+    raise ValueError(f"count_range must be (low, high); got {count_range}.")
+  for bound in count_range:
+    check_int("count_range entry", bound, 0)
   low, high = count_range
   if not 1 <= low <= high:
     raise ValueError(f"count_range must be 1 <= low <= high; got {count_range}.")
+  if len(sigma_range) != 2:
+    raise ValueError(f"sigma_range must be (low, high); got {sigma_range}.")
+  if is_concrete(*sigma_range):
+    sigma_low, sigma_high = (float(v) for v in sigma_range)
+    if not (np.isfinite(sigma_high) and 0 < sigma_low <= sigma_high):
+      raise ValueError(f"sigma_range must be finite with 0 < low <= high"
+                       f" (blob widths in px); got {sigma_range}.")
+  if is_concrete(noise_std) and not (np.isfinite(float(noise_std))
+                                   and float(noise_std) >= 0):
+    raise ValueError(f"noise_std must be finite and >= 0; got {noise_std}.")
+  return _blob_images(key, num_images, size=size,
+                      count_range=(int(low), int(high)),
+                      sigma_range=sigma_range, noise_std=noise_std)
+
+
+@functools.partial(jax.jit, static_argnames=("num_images", "size",
+                                             "count_range"))
+def _blob_images(key: jax.Array, num_images: int, *, size: int,
+                 count_range: tuple[int, int],
+                 sigma_range: tuple[float, float],
+                 noise_std: float) -> BlobImages:
+  low, high = count_range
   count_key, centre_key, sigma_key, noise_key = jax.random.split(key, 4)
   log_count = jax.random.uniform(count_key, (num_images,), minval=math.log(low),
                                  maxval=math.log(high + 1))
@@ -150,19 +184,25 @@ def _interpolated_scale(responses_BxSxHxW: jax.Array, row_BxN: jax.Array,
   return jnp.exp(grid_BxN + jnp.where(interior, offset * step, 0))
 
 
-@functools.partial(jax.jit, static_argnames=("stride", "scales"))
 def log_proposals(images_BxHxW: jax.Array, *, stride: int = 4,
                   scales: tuple[float, ...] = DEFAULT_SCALES) -> Proposals:
   """One proposal per ``stride x stride`` token: response and box (module docstring).
 
   Args:
-    images_BxHxW: float32 images, ``H`` and ``W`` multiples of ``stride``.
-    stride: token size in pixels.
-    scales: LoG scales (px), the candidate :math:`\\hat\\sigma`.
+    images_BxHxW: real images, ``H`` and ``W`` positive multiples of
+      ``stride``.
+    stride: token size in pixels, an int >= 1.
+    scales: LoG scales (px), the candidate :math:`\\hat\\sigma`: finite,
+      positive and increasing (the scale refinement steps in log-scale).
 
   Returns:
     :class:`Proposals` with ``N = (H / stride) * (W / stride)`` tokens in
     row-major order.
+
+  Raises:
+    ValueError / TypeError: for images that are not ``(B, H, W)`` real
+      arrays with ``H`` and ``W`` positive multiples of ``stride``, or a
+      ``stride`` or ``scales`` outside those ranges.
 
   Example:
     >>> import jax
@@ -173,10 +213,27 @@ def log_proposals(images_BxHxW: jax.Array, *, stride: int = 4,
   if images_BxHxW.ndim != 3:
     raise ValueError(f"images_BxHxW must be (batch, height, width); got shape"
                      f" {images_BxHxW.shape}.")
+  if not (jnp.issubdtype(images_BxHxW.dtype, jnp.floating)
+          or jnp.issubdtype(images_BxHxW.dtype, jnp.integer)):
+    raise TypeError(f"images_BxHxW must be real; got {images_BxHxW.dtype}.")
+  check_int("stride", stride, 1)
+  scales = tuple(scales)
+  if (not scales or not all(np.isfinite(s) and s > 0 for s in scales)
+      or any(a >= b for a, b in zip(scales, scales[1:]))):
+    raise ValueError(f"scales must be finite, positive and increasing LoG"
+                     f" scales (px); got {scales}.")
   _, h, w = images_BxHxW.shape
-  if h % stride or w % stride:
-    raise ValueError(f"image size {(h, w)} must be a multiple of stride"
-                     f" {stride}.")
+  if h % stride or w % stride or not h or not w:
+    raise ValueError(f"image size {(h, w)} must be a positive multiple of"
+                     f" stride {stride}.")
+  return _log_proposals(images_BxHxW, stride=int(stride),
+                        scales=tuple(float(s) for s in scales))
+
+
+@functools.partial(jax.jit, static_argnames=("stride", "scales"))
+def _log_proposals(images_BxHxW: jax.Array, *, stride: int,
+                   scales: tuple[float, ...]) -> Proposals:
+  _, h, w = images_BxHxW.shape
   spec = tree.explicit_spec(images_BxHxW)
   if spec is not None:
     # Explicit axes refuse the token reshapes of a sharded image axis: the
@@ -218,13 +275,51 @@ def proposal_labels(proposals: Proposals, data: BlobImages,
   """``(B, N)`` bool: proposals that cover a true box at IoU >= ``iou_threshold``.
 
   The classification target of the encoder's confidence.
+
+  Raises:
+    ValueError / TypeError: for boxes that are not ``(B, N, 4)`` and
+      ``(B, G, 4)`` of one batch and dtype, ``data.valid`` not ``(B, G)``
+      bool, or (when concrete) a proposal or real true box that is
+      non-finite or has swapped corners; traced, such a box covers nothing
+      (:func:`jaxpapers.detection.covered_ground_truth`).
   """
+  boxes, truth, valid = proposals.boxes, data.boxes, data.valid
+  if (boxes.ndim != 3 or truth.ndim != 3 or truth.shape[0] != boxes.shape[0]
+      or boxes.shape[-1] != 4 or truth.shape[-1] != 4):
+    raise ValueError(f"proposals.boxes and data.boxes must be (B, N, 4) and"
+                     f" (B, G, 4) of one batch; got {boxes.shape} and"
+                     f" {truth.shape}.")
+  if not jnp.issubdtype(boxes.dtype, jnp.floating) or boxes.dtype != truth.dtype:
+    raise TypeError(f"proposals.boxes and data.boxes must be floating point of"
+                    f" one dtype; got {boxes.dtype} and {truth.dtype}.")
+  if valid.shape != truth.shape[:2] or valid.dtype != jnp.bool_:
+    raise ValueError(f"data.valid must be a bool array of shape"
+                     f" {truth.shape[:2]}; got {valid.dtype} of shape"
+                     f" {valid.shape}.")
+  if is_concrete(boxes, truth, valid):
+    # One eager check of the whole batch (the mapped calls see tracers).
+    boxes_lib._check_box_values(np.reshape(boxes, (-1, 4)), "proposals.boxes")
+    boxes_lib._check_box_values(np.reshape(truth, (-1, 4)), "data.boxes",
+                                np.reshape(valid, -1))
+
   def one(boxes_Nx4, truth_Gx4, valid_G):
     return boxes_lib.covered_ground_truth(
         boxes_Nx4, truth_Gx4, proposals_valid_P=valid_G,
         iou_threshold=iou_threshold)
   # Proposals and truth sharded unlike each other are mapped alike.
-  return tree.vmap_sharded(one)(proposals.boxes, data.boxes, data.valid)
+  return tree.vmap_sharded(one)(boxes, truth, valid)
+
+
+def _separable(response_M: jax.Array, positive_M: jax.Array) -> jax.Array:
+  """True where a threshold on the response splits the classes (ties count).
+
+  Then the log loss has no minimiser: it falls towards 0 as the weight
+  grows (one class only is the special case of an empty class).
+  """
+  low = lambda take: jnp.min(jnp.where(take, response_M, jnp.inf))
+  high = lambda take: jnp.max(jnp.where(take, response_M, -jnp.inf))
+  return ((high(~positive_M) <= low(positive_M))
+          | (high(positive_M) <= low(~positive_M)))
 
 
 def fit_calibration(response_M: jax.Array, labels_M: jax.Array, *,
@@ -232,7 +327,21 @@ def fit_calibration(response_M: jax.Array, labels_M: jax.Array, *,
   r"""Unpenalised logistic regression of ``labels_M`` on ``response_M`` (Newton).
 
   Minimises the mean log loss of :math:`\sigma(a r + b)`; two parameters,
-  so each Newton step solves a 2 x 2 system.
+  so each Newton step solves a 2 x 2 system. The minimiser is finite only
+  if no threshold on the response separates the two classes (ties
+  included); otherwise Newton would return weights that merely grow with
+  ``num_newton_steps``, so such labels are refused when concrete and give a
+  NaN calibration when traced, as do traced labels outside {0, 1}.
+
+  Args:
+    response_M: ``(M,)`` real responses, ``M >= 1``, finite.
+    labels_M: ``(M,)`` bool labels (or 0/1 numbers).
+    num_newton_steps: an int >= 1.
+
+  Raises:
+    ValueError / TypeError: on mismatched or empty shapes, a bad
+      ``num_newton_steps``, or (when concrete) non-finite responses, labels
+      outside {0, 1} or separable labels (one class only among them).
 
   Example:
     >>> import jax.numpy as jnp
@@ -244,16 +353,34 @@ def fit_calibration(response_M: jax.Array, labels_M: jax.Array, *,
   if response_M.ndim != 1 or labels_M.shape != response_M.shape:
     raise ValueError(f"response_M and labels_M must be 1-D of one length; got"
                      f" {response_M.shape} and {labels_M.shape}.")
+  if not response_M.shape[0]:
+    raise ValueError("response_M is empty: the fit needs at least one"
+                     " example of each class.")
+  if not (jnp.issubdtype(response_M.dtype, jnp.floating)
+          or jnp.issubdtype(response_M.dtype, jnp.integer)):
+    raise TypeError(f"response_M must be real; got {response_M.dtype}.")
+  check_int("num_newton_steps", num_newton_steps, 1)
   # Explicit axes refuse the Newton sums over a sharded M: fit on gathered
   # copies (the fit is two numbers).
   response_M, labels_M = tree.gather_explicit((response_M, labels_M))[0]
   labels = jnp.asarray(labels_M, jnp.float32)
-  if not isinstance(labels, jax.core.Tracer):
+  response = response_M.astype(jnp.float32)
+  binary = (labels == 0) | (labels == 1)
+  positive = labels > 0.5
+  if is_concrete(response, labels):
+    if not bool(jnp.all(jnp.isfinite(response))):
+      raise ValueError("response_M must be finite; it contains NaN or inf.")
+    if not bool(jnp.all(binary)):
+      raise ValueError("labels_M must be bool or 0/1 labels; got values"
+                       f" {np.unique(np.asarray(labels))[:5].tolist()}.")
     if float(labels.min()) == float(labels.max()):
       raise ValueError("labels_M holds one class only: the logistic fit has no"
                        " finite solution.")
-  features_Mx2 = jnp.stack([response_M.astype(jnp.float32),
-                            jnp.ones_like(labels)], axis=-1)
+    if bool(_separable(response, positive)):
+      raise ValueError("labels_M are separated by a threshold on response_M:"
+                       " the logistic fit has no finite solution (its weight"
+                       " grows without bound).")
+  features_Mx2 = jnp.stack([response, jnp.ones_like(labels)], axis=-1)
 
   def newton(theta, _):
     p = jax.nn.sigmoid(features_Mx2 @ theta)
@@ -262,6 +389,8 @@ def fit_calibration(response_M: jax.Array, labels_M: jax.Array, *,
     return theta - jnp.linalg.solve(hessian + 1e-9 * jnp.eye(2), grad), None
 
   theta = jax.lax.scan(newton, jnp.zeros(2), None, length=num_newton_steps)[0]
+  theta = jnp.where(_separable(response, positive) | ~jnp.all(binary),
+                    jnp.nan, theta)
   return Calibration(theta[0], theta[1])
 
 

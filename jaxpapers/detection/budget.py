@@ -33,6 +33,12 @@ gathers the top :math:`K_{\max}` proposals and carries a validity mask
 ``arange(K_max) < K(x)`` (:func:`top_k_queries`); it vmaps over a batch of
 images with different budgets.
 
+**Bad confidences.** Concrete confidences outside [0, 1] (NaN included) are
+refused. A traced NaN confidence cannot be refused and would drop out of the
+count, silently lowering the budget: instead the count is NaN and every
+budget read from it is the flag ``NO_BUDGET`` (-1), which selects no query,
+survives :func:`share_batch_max` and is refused when passed on concretely.
+
 References:
   BUTR: "budgeting-based DETR" (2026), abstract only.
   DQ-DETR: Y.-X. Huang et al., "DQ-DETR: DETR with Dynamic Query for Tiny
@@ -49,8 +55,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 
 COUNTS = ("soft", "hard")
+# The budget of a count that cannot be read (NaN or negative, traced only).
+NO_BUDGET = -1
 
 
 class Budgeter(NamedTuple):
@@ -60,7 +70,8 @@ class Budgeter(NamedTuple):
   the proposal count; ``ceiling`` is the static size of the padded top-K
   selection. ``budget`` raises ``ValueError`` at trace time for an empty
   proposal set or a floor above the proposal count, and for confidences
-  outside [0, 1] when they are concrete (not traced).
+  outside [0, 1] when they are concrete (not traced); a budget read from a
+  traced NaN confidence is ``NO_BUDGET`` (-1; module docstring).
   """
 
   name: str
@@ -94,9 +105,10 @@ def confidences(class_logits_NxC: jax.Array) -> jax.Array:
     >>> [round(v, 3) for v in s.tolist()]
     [0.5, 0.953]
   """
-  if class_logits_NxC.ndim != 2:
+  if class_logits_NxC.ndim != 2 or not class_logits_NxC.shape[1]:
     raise ValueError("class_logits_NxC must have shape (num_proposals,"
-                     f" num_classes); got {class_logits_NxC.shape}.")
+                     f" num_classes) with num_classes >= 1; got"
+                     f" {class_logits_NxC.shape}.")
   if not jnp.issubdtype(class_logits_NxC.dtype, jnp.floating):
     raise TypeError("class_logits_NxC must be floating point; got"
                     f" {class_logits_NxC.dtype}.")
@@ -104,7 +116,11 @@ def confidences(class_logits_NxC: jax.Array) -> jax.Array:
 
 
 def check_scores(scores_N: jax.Array, floor: int = 1) -> None:
-  """Raises for scores a budgeter cannot use (see :class:`Budgeter`)."""
+  """Raises for scores a budgeter cannot use (see :class:`Budgeter`).
+
+  ``floor`` (an int >= 1) is the smallest budget the caller will ask for.
+  """
+  check_int("floor", floor, 1)
   if scores_N.ndim != 1:
     raise ValueError(f"scores_N must be 1-D (one confidence per proposal);"
                      f" got shape {scores_N.shape}.")
@@ -122,8 +138,8 @@ def check_scores(scores_N: jax.Array, floor: int = 1) -> None:
     if not np.all((values >= 0) & (values <= 1)):
       bad = values[~((values >= 0) & (values <= 1))]
       raise ValueError("scores_N must be confidences in [0, 1]; got"
-                       f" {bad.size} outside, e.g. {bad[0]} (pass"
-                       " sigmoid probabilities, see confidences()).")
+                       f" {bad.size} outside (NaN included), e.g. {bad[0]}"
+                       " (pass sigmoid probabilities, see confidences()).")
 
 
 def soft_count(scores_N: jax.Array, threshold: float, count: str = "soft"
@@ -131,7 +147,9 @@ def soft_count(scores_N: jax.Array, threshold: float, count: str = "soft"
   r""":math:`\hat n = \sum_j s_j 1[s_j \ge \tau]` (``"soft"``) or :math:`\sum_j 1[s_j \ge \tau]` (``"hard"``).
 
   ``scores_N`` are ``(N,)`` confidences in [0, 1] (see :func:`check_scores`),
-  ``threshold`` a confidence in [0, 1] and ``count`` one of ``COUNTS``.
+  ``threshold`` a confidence in [0, 1] and ``count`` one of ``COUNTS``. A
+  traced NaN confidence makes the count NaN (it cannot be counted, and
+  leaving it out would lower the count).
 
   Example:
     >>> import jax.numpy as jnp
@@ -144,8 +162,10 @@ def soft_count(scores_N: jax.Array, threshold: float, count: str = "soft"
   _check_count(count)
   above_N = scores_N >= threshold
   if count == "hard":
-    return jnp.sum(above_N.astype(scores_N.dtype))
-  return jnp.sum(jnp.where(above_N, scores_N, 0))
+    counted = jnp.sum(above_N.astype(scores_N.dtype))
+  else:
+    counted = jnp.sum(jnp.where(above_N, scores_N, 0))
+  return jnp.where(jnp.any(jnp.isnan(scores_N)), jnp.nan, counted)
 
 
 def budget_from_count(count: jax.Array, *, rate: float, margin: int,
@@ -153,31 +173,37 @@ def budget_from_count(count: jax.Array, *, rate: float, margin: int,
   r""":math:`\operatorname{clip}(\lceil \rho\, n \rceil + m, K_{\min}, K_{\max})` as int32.
 
   The rule of :func:`butr` on any count (any shape, one budget per entry);
-  with the true object count it is the oracle budget. ``rate > 0``,
-  ``margin >= 0`` and ``1 <= k_min <= k_max`` (Python ints) are checked.
+  with the true object count it is the oracle budget. ``rate > 0`` finite,
+  ``margin >= 0`` and ``1 <= k_min <= k_max`` (Python ints) are checked, and
+  a concrete count must be finite and >= 0; a traced NaN or negative count
+  gives ``NO_BUDGET`` (-1), not a clipped budget.
 
   Example:
     >>> int(budget_from_count(jnp.float32(200.0), rate=1.5, margin=50,
     ...                       k_min=100, k_max=900))
     350
   """
-  if not rate > 0:
-    raise ValueError(f"rate must be > 0 (queries per object); got {rate}.")
-  _check_int(margin, "margin", 0)
-  _check_int(k_min, "k_min", 1)
-  _check_int(k_max, "k_max", k_min)
-  raw = jnp.ceil(rate * jnp.asarray(count, jnp.float32)) + margin
-  return jnp.clip(raw, k_min, k_max).astype(jnp.int32)
-
-
-def _check_int(value: int, name: str, low: int) -> None:
-  if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-    raise TypeError(f"{name} must be a Python int; got {value!r}.")
-  if value < low:
-    raise ValueError(f"{name} must be >= {low}; got {value}.")
+  check_real("rate", rate, low=0.0, low_open=True,
+             why=" (queries per object)")
+  check_int("margin", margin, 0)
+  check_int("k_min", k_min, 1)
+  check_int("k_max", k_max, k_min)
+  count = jnp.asarray(count, jnp.float32)
+  if not isinstance(count, jax.core.Tracer):
+    values = np.asarray(count)
+    if not np.all(np.isfinite(values) & (values >= 0)):
+      bad = values[~(np.isfinite(values) & (values >= 0))]
+      raise ValueError(f"count must be finite and >= 0 (objects per image);"
+                       f" got {bad[0]}.")
+  raw = jnp.ceil(rate * jnp.where(count >= 0, count, 0)) + margin
+  budget = jnp.clip(raw, k_min, k_max).astype(jnp.int32)
+  return jnp.where(count >= 0, budget, NO_BUDGET)
 
 
 def _check_threshold(threshold: float) -> None:
+  if isinstance(threshold, jax.core.Tracer):
+    raise TypeError("threshold must be a concrete number (a Python float);"
+                    " got a traced value.")
   if not 0.0 <= threshold <= 1.0:
     raise ValueError(f"threshold must be a confidence in [0, 1]; got"
                      f" {threshold}.")
@@ -202,10 +228,12 @@ def butr(threshold: float = 0.2, rate: float = 1.5, margin: int = 50,
     count: ``"soft"`` (confidence-weighted) or ``"hard"`` counter.
 
   Returns:
-    A :class:`Budgeter`.
+    A :class:`Budgeter` (its budget is ``NO_BUDGET`` for a traced NaN
+    confidence).
 
   Raises:
-    ValueError / TypeError: for hyperparameters outside those ranges.
+    ValueError / TypeError: for hyperparameters outside those ranges (a
+      finite ``rate``).
 
   Example:
     >>> import jax.numpy as jnp
@@ -215,11 +243,10 @@ def butr(threshold: float = 0.2, rate: float = 1.5, margin: int = 50,
   """
   _check_threshold(threshold)
   _check_count(count)
-  if not rate >= 1.0:
-    raise ValueError(f"rate must be >= 1 (a conservative budget); got {rate}.")
-  _check_int(margin, "margin", 0)
-  _check_int(k_min, "k_min", 1)
-  _check_int(k_max, "k_max", k_min)
+  check_real("rate", rate, low=1.0, why=" (a conservative budget)")
+  check_int("margin", margin, 0)
+  check_int("k_min", k_min, 1)
+  check_int("k_max", k_max, k_min)
 
   def budget(scores_N: jax.Array) -> jax.Array:
     check_scores(scores_N, k_min)
@@ -239,7 +266,7 @@ def fixed(k: int) -> Budgeter:
     >>> int(fixed(3).budget(jnp.zeros(10)))
     3
   """
-  _check_int(k, "k", 1)
+  check_int("k", k, 1)
 
   def budget(scores_N: jax.Array) -> jax.Array:
     check_scores(scores_N, k)
@@ -255,7 +282,9 @@ def dq_detr(count_thresholds: tuple[int, ...] = (10, 100, 500),
 
   Image counts below ``count_thresholds[i]`` (and at or above the previous
   one) get ``budgets[i]``; counts at or above the last threshold get the
-  last budget. Budgets above the proposal count are cut to it.
+  last budget. Budgets above the proposal count are cut to it. Thresholds
+  are finite counts >= 0, budgets ints >= 1, both non-decreasing; a traced
+  NaN confidence gives ``NO_BUDGET``.
 
   Example:
     >>> import jax.numpy as jnp
@@ -265,6 +294,12 @@ def dq_detr(count_thresholds: tuple[int, ...] = (10, 100, 500),
   """
   _check_threshold(threshold)
   _check_count(count)
+  for t in count_thresholds:
+    if (isinstance(t, (bool, jax.core.Tracer))
+        or not isinstance(t, (int, float, np.integer, np.floating))
+        or not (np.isfinite(t) and t >= 0)):
+      raise ValueError(f"count_thresholds must be finite counts >= 0; got"
+                       f" {count_thresholds}.")
   if len(budgets) != len(count_thresholds) + 1:
     raise ValueError(f"budgets needs one entry more than count_thresholds;"
                      f" got {len(budgets)} and {len(count_thresholds)}.")
@@ -273,7 +308,7 @@ def dq_detr(count_thresholds: tuple[int, ...] = (10, 100, 500),
     raise ValueError(f"count_thresholds {count_thresholds} and budgets"
                      f" {budgets} must be non-decreasing (a monotone rule).")
   for b in budgets:
-    _check_int(b, "budgets entry", 1)
+    check_int("budgets entry", b, 1)
   thresholds = jnp.asarray(count_thresholds, jnp.float32)
   table = jnp.asarray(budgets, jnp.int32)
 
@@ -285,13 +320,18 @@ def dq_detr(count_thresholds: tuple[int, ...] = (10, 100, 500),
     # along a batch (vmap over sharded images) has no inferable Explicit
     # output sharding.
     picked = jnp.sum(jnp.where(jnp.arange(table.shape[0]) == bucket, table, 0))
-    return jnp.minimum(picked, scores_N.shape[0])
+    return jnp.where(jnp.isnan(n), NO_BUDGET,
+                     jnp.minimum(picked, scores_N.shape[0]))
 
   return Budgeter("DQ-DETR buckets", budget, budgets[0], budgets[-1])
 
 
 def share_batch_max(budgets_B: jax.Array) -> jax.Array:
   """Every image of a batch gets the batch's largest budget (DQ-DETR's rule).
+
+  Budgets are >= 0 (refused otherwise when concrete); a traced batch with a
+  ``NO_BUDGET`` (-1) entry gives every image ``NO_BUDGET``, so the flag is
+  not hidden behind the other images' budgets.
 
   Example:
     >>> import jax.numpy as jnp
@@ -302,7 +342,14 @@ def share_batch_max(budgets_B: jax.Array) -> jax.Array:
     raise ValueError("budgets_B must be a 1-D integer array (one budget per"
                      f" image); got {budgets_B.dtype} of shape"
                      f" {budgets_B.shape}.")
-  shared_B = jnp.broadcast_to(jnp.max(budgets_B), budgets_B.shape)
+  if not budgets_B.shape[0]:
+    raise ValueError("budgets_B is empty: a batch needs at least one image.")
+  if not isinstance(budgets_B, jax.core.Tracer) and np.any(
+      np.asarray(budgets_B) < 0):
+    raise ValueError(f"budgets_B must be >= 0; got {np.asarray(budgets_B).min()}"
+                     f" ({NO_BUDGET} is the budget of NaN confidences).")
+  shared = jnp.where(jnp.any(budgets_B < 0), NO_BUDGET, jnp.max(budgets_B))
+  shared_B = jnp.broadcast_to(shared, budgets_B.shape)
   return tree.reshard_like(shared_B, budgets_B)  # sharded like the batch
 
 
@@ -315,7 +362,9 @@ def top_k_queries(scores_N: jax.Array, budget: jax.Array, *, max_budget: int
 
   Args:
     scores_N: ``(N,)`` confidences.
-    budget: int scalar, may be traced (one per image under ``vmap``).
+    budget: int scalar >= 0, may be traced (one per image under ``vmap``);
+      a concrete negative one is refused, a traced one (``NO_BUDGET``)
+      selects nothing and is returned as it is.
     max_budget: Python int in [1, N], the padded size.
 
   Returns:
@@ -329,7 +378,7 @@ def top_k_queries(scores_N: jax.Array, budget: jax.Array, *, max_budget: int
     ([1, 3, 2], [True, True, False])
   """
   check_scores(scores_N)
-  _check_int(max_budget, "max_budget", 1)
+  check_int("max_budget", max_budget, 1)
   if max_budget > scores_N.shape[0]:
     raise ValueError(f"max_budget {max_budget} is above the proposal count"
                      f" {scores_N.shape[0]}.")
@@ -337,6 +386,10 @@ def top_k_queries(scores_N: jax.Array, budget: jax.Array, *, max_budget: int
   if budget.shape != () or not jnp.issubdtype(budget.dtype, jnp.integer):
     raise ValueError(f"budget must be an integer scalar; got {budget.dtype}"
                      f" of shape {budget.shape}.")
+  if not isinstance(budget, jax.core.Tracer) and int(budget) < 0:
+    raise ValueError(f"budget must be >= 0 (a number of queries); got"
+                     f" {int(budget)} ({NO_BUDGET} is the budget of NaN"
+                     " confidences).")
   # top_k needs its axis whole: proposals sharded along an Explicit axis are
   # gathered first.
   top_scores, indices = jax.lax.top_k(tree.gather_explicit(scores_N)[0],
@@ -359,6 +412,9 @@ def select_queries(budgeter: Budgeter, scores_N: jax.Array) -> QuerySelection:
     >>> sel.valid.shape, sel.budget.tolist() == sel.valid.sum(1).tolist()
     ((4, 900), True)
   """
+  if not isinstance(budgeter, Budgeter):
+    raise TypeError(f"budgeter must be a Budgeter (butr, fixed, dq_detr); got"
+                    f" {type(budgeter).__name__}.")
   k = budgeter.budget(scores_N)
   return top_k_queries(scores_N, k,
                        max_budget=min(budgeter.ceiling, scores_N.shape[0]))

@@ -4,7 +4,9 @@ Ghosh, Reuel, Chim, Kennedy et al., "Evaluation Cards: An Interpretive Layer
 for AI Evaluation Reporting", arXiv 2606.09809. Records use the field names
 of the public "Every Eval Ever" schema (github.com/evaleval/every_eval_ever);
 what is ours is said in ``docs/evaluation_cards.md``. Point
-:func:`load_directory` and :func:`analyze` at any directory of EEE records.
+:func:`load_directory` at any directory of EEE records, of any schema
+version, and :func:`analyze` the result: every record is shown, with what it
+violates of the version it declares as a completeness finding.
 """
 
 from jaxpapers.evalcards.records import load_directory

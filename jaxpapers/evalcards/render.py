@@ -22,6 +22,13 @@ def summary(analysis: Mapping[str, Any],
   ``reproducibility_sources`` (e.g. ``("first_party",)`` for a card of our
   own run) limits the reproducibility count to results of those sources:
   whether a paper's documented number can be re-run is not ours to claim.
+
+  For an analysed directory of records (``analysis["record_findings"]``,
+  :func:`signals.analyze` of a :class:`records.Loaded`) without a benchmark
+  card, reporting completeness is the share of its files that validate
+  against the schema version they declare, and ``completeness_missing``
+  names the others with their first finding; ``record_findings`` keeps them
+  all.
   """
   results, groups = analysis["results"], analysis["groups"]
   if reproducibility_sources is not None:
@@ -35,6 +42,14 @@ def summary(analysis: Mapping[str, Any],
   compared = [g for g in groups
               if g["comparability"]["cross_party_divergence"] is not None]
   divergent = [g for g in compared if g["comparability"]["cross_party_divergence"]]
+  record_findings = analysis.get("record_findings")
+  if completeness is None and record_findings is not None:
+    num_records = analysis["num_records"]
+    completeness = {
+        "score": None if not num_records else
+                 1 - len(record_findings) / num_records,
+        "missing": [f"{path} ({found[0]})"
+                    for path, found in record_findings.items()]}
   return {
       "num_results": len(results),
       "reproducibility_flagged": len(flagged),
@@ -42,6 +57,8 @@ def summary(analysis: Mapping[str, Any],
       "completeness": None if completeness is None else completeness["score"],
       "completeness_missing": [] if completeness is None
                               else completeness["missing"],
+      "record_findings": record_findings,
+      "num_records": analysis.get("num_records"),
       "sources": sorted({s for g in groups for s in g["provenance"]["sources"]}),
       "multi_source_groups": sum(g["provenance"]["is_multi_source"]
                                  for g in groups),
@@ -69,15 +86,29 @@ def badges(card_summary: Mapping[str, Any], audience: str) -> list[dict[str, str
       if research else
       ("some settings needed to repeat these numbers were not recorded"
        if flagged else "every setting needed to repeat these numbers is recorded")))
-  score = s["completeness"]
-  out.append(_badge(
-      "completeness", "na" if score is None else "ok" if score >= 0.8 else "warn",
-      "Reporting completeness" if research else "Documentation",
-      ("not assessed" if score is None else f"{score:.2f}"
-       + (f" (missing: {', '.join(s['completeness_missing'])})"
-          if s["completeness_missing"] else "")) if research else
-      ("not assessed" if score is None else "mostly complete" if score >= 0.8
-       else "important details are missing")))
+  score, records = s["completeness"], s.get("record_findings")
+  if records is not None:  # a directory of records: schema conformance
+    out.append(_badge(
+        "completeness", "na" if score is None else "warn" if records else "ok",
+        "Reporting completeness" if research else "Documentation",
+        ("no records" if score is None else
+         f"{s['num_records'] - len(records)}/{s['num_records']} record files"
+         " validate against the schema version they declare"
+         + (f"; findings: {'; '.join(s['completeness_missing'])}"
+            if records else "")) if research else
+        ("no records" if score is None else
+         f"{len(records)} of {s['num_records']} records lack information"
+         " their format requires"
+         if records else "every record has what its format requires")))
+  else:
+    out.append(_badge(
+        "completeness", "na" if score is None else "ok" if score >= 0.8 else "warn",
+        "Reporting completeness" if research else "Documentation",
+        ("not assessed" if score is None else f"{score:.2f}"
+         + (f" (missing: {', '.join(s['completeness_missing'])})"
+            if s["completeness_missing"] else "")) if research else
+        ("not assessed" if score is None else "mostly complete" if score >= 0.8
+         else "important details are missing")))
   out.append(_badge(
       "provenance", "warn" if s["first_party_only"] else "ok",
       "Provenance" if research else "Who reported it",

@@ -1,24 +1,40 @@
 """Run records in the field names of the public "Every Eval Ever" (EEE) schema, validated.
 
 EEE (github.com/evaleval/every_eval_ever, ``every_eval_ever/schemas/
-eval.schema.json``) keeps one evaluation run record per JSON file. We
-re-declare the part of the schema we read and write, version 0.3.0, plus
-one optional block of ours, ``jaxpapers_repro`` (seeds, versions, platform,
-commit, config hash), which Evaluation Cards (Ghosh et al., 2026,
-arXiv 2606.09809) read for the reproducibility signal of non-generative
-results. Our declaration is written from the public field list, not copied.
+eval.schema.json``; on PyPI as ``every-eval-ever``) keeps one evaluation run
+record per JSON file. The library must not depend on that package at run
+time, so we re-declare its version 0.3.0 here (written from the public field
+list, not copied) and validate with ``jsonschema``; the tests check every
+record we write, and this declaration's verdicts, against the upstream
+package's own schema and validator, which are the authority.
+
+The schema has no place of its own for the reproducibility fields of a
+non-generative run (seeds, versions, platform, commit, config hash), which
+Evaluation Cards (Ghosh et al., 2026, arXiv 2606.09809) read for the
+reproducibility signal. We keep them in ``source_metadata.additional_details``
+(string values, as the schema allows), under keys starting with
+``jaxpapers_repro.`` (:mod:`jaxpapers.evalcards.records`).
+
+Real EEE data spans schema versions. :func:`version_findings` checks a record
+against the version it declares where it is one we know (only 0.3.0: the
+upstream package ships no schema of an earlier version) and otherwise against
+0.3.0, saying so.
 """
 
+import math
 from typing import Any, Mapping
 
 import jsonschema
 
 SCHEMA_VERSION = "0.3.0"
+KNOWN_VERSIONS = (SCHEMA_VERSION,)
+DEPLOYMENT_TYPES = ("self_deployed", "externally_managed", "unknown")
+MODEL_AVAILABILITY = ("open_weights", "closed_weights", "unknown")
 
 _STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
 _MODEL_INFO = {
     "type": "object",
-    "required": ["name", "id"],
+    "required": ["name", "id", "additional_details"],
     "properties": {
         "name": {"type": "string"},
         "id": {"type": "string"},
@@ -26,29 +42,48 @@ _MODEL_INFO = {
         "inference_platform": {"type": "string"},
         "inference_engine": {"type": "object", "properties": {
             "name": {"type": "string"}, "version": {"type": "string"}}},
-        "additional_details": _STRINGS,
+        # Who ran the model, and whether its weights are available: two
+        # required axes, other details are free strings.
+        "additional_details": {
+            "type": "object",
+            "required": ["deployment_type", "model_availability"],
+            "properties": {"deployment_type": {"enum": list(DEPLOYMENT_TYPES)},
+                           "model_availability": {
+                               "enum": list(MODEL_AVAILABILITY)}},
+            "additionalProperties": {"type": "string"},
+        },
     },
 }
-_SOURCE_DATA = {
+
+
+def _source_data(source_type: str, required: list[str],
+                 **properties: Any) -> dict[str, Any]:
+  return {"type": "object",
+          "required": ["dataset_name", "source_type"] + required,
+          "properties": {"dataset_name": {"type": "string"},
+                         "source_type": {"const": source_type},
+                         "additional_details": _STRINGS, **properties}}
+
+
+_SOURCE_DATA = {"oneOf": [
+    _source_data("url", ["url"], url={"type": "array", "minItems": 1,
+                                      "items": {"type": "string"}}),
+    _source_data("hf_dataset", [], hf_repo={"type": "string"},
+                 hf_split={"type": "string"},
+                 samples_number={"type": "integer"},
+                 sample_ids={"type": "array", "items": {"type": "string"}}),
+    _source_data("other", []),
+]}
+# A bound is a number, "Infinity"/"-Infinity" for an unbounded side, or null.
+_BOUND = {"oneOf": [{"type": "number"},
+                    {"type": "string", "enum": ["Infinity", "-Infinity"]},
+                    {"type": "null"}]}
+_JUDGE = {
     "type": "object",
-    "required": ["dataset_name", "source_type"],
-    "properties": {
-        "dataset_name": {"type": "string"},
-        "source_type": {"enum": ["url", "hf_dataset", "other"]},
-        "url": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-        "hf_repo": {"type": "string"},
-        "hf_split": {"type": "string"},
-        "samples_number": {"type": "integer"},
-        "source_id": {"type": "string"},
-        "source_version": {"type": "string"},
-        "additional_details": _STRINGS,
-    },
-    "allOf": [
-        {"if": {"properties": {"source_type": {"const": "url"}}},
-         "then": {"required": ["url"]}},
-        {"if": {"properties": {"source_type": {"const": "hf_dataset"}}},
-         "then": {"required": ["hf_repo"]}},
-    ],
+    "required": ["model_info"],
+    "properties": {"model_info": _MODEL_INFO, "temperature": {"type": "number"},
+                   "weight": {"type": "number"},
+                   "additional_details": _STRINGS},
 }
 _METRIC_CONFIG = {
     "type": "object",
@@ -59,22 +94,33 @@ _METRIC_CONFIG = {
         "metric_name": {"type": "string"},
         "metric_kind": {"type": "string"},
         "metric_unit": {"type": "string"},
+        "metric_parameters": {"type": "object", "additionalProperties": {
+            "type": ["string", "number", "boolean", "null"]}},
         "lower_is_better": {"type": "boolean"},
-        "score_type": {"enum": ["binary", "continuous", "levels"]},
+        "score_type": {"type": "string",
+                       "enum": ["binary", "continuous", "levels"]},
         "level_names": {"type": "array", "items": {"type": "string"}},
+        "level_metadata": {"type": "array", "items": {"type": "string"}},
         "has_unknown_level": {"type": "boolean"},
-        "min_score": {"type": "number"},
-        "max_score": {"type": "number"},
+        "min_score": _BOUND,
+        "max_score": _BOUND,
+        "llm_scoring": {
+            "type": "object", "required": ["judges", "input_prompt"],
+            "properties": {
+                "judges": {"type": "array", "items": _JUDGE, "minItems": 1},
+                "input_prompt": {"type": "string"},
+                "aggregation_method": {"enum": ["majority_vote", "average",
+                                                "weighted_average", "median"]},
+                "expert_baseline": {"type": "number"},
+                "additional_details": _STRINGS}},
         "additional_details": _STRINGS,
     },
-    "allOf": [
-        {"if": {"required": ["score_type"],
-                "properties": {"score_type": {"const": "levels"}}},
-         "then": {"required": ["level_names", "has_unknown_level"]}},
-        {"if": {"required": ["score_type"],
-                "properties": {"score_type": {"const": "continuous"}}},
-         "then": {"required": ["min_score", "max_score"]}},
-    ],
+    "if": {"required": ["score_type"],
+           "properties": {"score_type": {"const": "levels"}}},
+    "then": {"required": ["level_names", "has_unknown_level"]},
+    "else": {"if": {"required": ["score_type"],
+                    "properties": {"score_type": {"const": "continuous"}}},
+             "then": {"required": ["min_score", "max_score"]}},
 }
 _UNCERTAINTY = {
     "type": "object",
@@ -90,7 +136,7 @@ _UNCERTAINTY = {
                                                 "maximum": 1},
                            "method": {"type": "string"}}},
         "standard_deviation": {"type": "number"},
-        "num_samples": {"type": "integer", "minimum": 1},
+        "num_samples": {"type": "integer"},
         "num_bootstrap_samples": {"type": "integer"},
     },
 }
@@ -105,10 +151,23 @@ _GENERATION_ARGS = {
         "execution_command": {"type": "string"},
         "reasoning": {"type": "boolean"},
         "prompt_template": {"type": "string"},
-        "agentic_eval_config": {"type": "object"},
-        "eval_plan": {"type": "object"},
-        "eval_limits": {"type": "object"},
-        "sandbox": {"type": "object"},
+        "agentic_eval_config": {"type": "object", "properties": {
+            "available_tools": {"type": "array", "items": {
+                "type": "object", "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "parameters": _STRINGS}}},
+            "additional_details": _STRINGS}},
+        "eval_plan": {"type": "object", "properties": {
+            "name": {"type": "string"},
+            "steps": {"type": "array", "items": {"type": "string"}},
+            "config": _STRINGS}},
+        "eval_limits": {"type": "object", "properties": {
+            "time_limit": {"type": "integer"},
+            "message_limit": {"type": "integer"},
+            "token_limit": {"type": "integer"}}},
+        "sandbox": {"type": "object", "properties": {
+            "type": {"type": "string"}, "config": {"type": "string"}}},
         "max_attempts": {"type": "integer"},
         "incorrect_attempt_feedback": {"type": "string"},
     },
@@ -136,18 +195,9 @@ _RESULT = {
         },
     },
 }
-_REPRO = {
-    "type": "object",
-    "required": ["seeds", "versions", "platform", "git_commit", "config_hash"],
-    "properties": {
-        "seeds": {"type": "array", "items": {"type": "integer"}},
-        "versions": _STRINGS,
-        "platform": {"type": "object"},
-        "x64": {"type": "boolean"},
-        "git_commit": {"type": "string"},
-        "config_hash": {"type": "string"},
-    },
-}
+_SAMPLES_PATH = (r"^data/[^/]+/[^/]+/[^/]+/[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-4"
+                 r"[0-9A-Fa-f]{3}-[89ABab][0-9A-Fa-f]{3}-[0-9A-Fa-f]{12}"
+                 r"_samples\.jsonl$")
 
 RECORD_SCHEMA: dict[str, Any] = {
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -160,7 +210,7 @@ RECORD_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "schema_version": {"type": "string"},
-        "evaluation_id": {"type": "string", "minLength": 1},
+        "evaluation_id": {"type": "string"},
         "evaluation_timestamp": {"type": "string"},
         "retrieved_timestamp": {"type": "string"},
         "source_metadata": {
@@ -169,10 +219,13 @@ RECORD_SCHEMA: dict[str, Any] = {
                          "evaluator_relationship"],
             "properties": {
                 "source_name": {"type": "string"},
-                "source_type": {"enum": ["documentation", "evaluation_run"]},
+                "source_type": {"type": "string",
+                                "enum": ["documentation", "evaluation_run"]},
                 "source_organization_name": {"type": "string"},
                 "source_organization_url": {"type": "string"},
+                "source_organization_logo_url": {"type": "string"},
                 "evaluator_relationship": {
+                    "type": "string",
                     "enum": ["first_party", "third_party", "collaborative",
                              "other"]},
                 "additional_details": _STRINGS,
@@ -188,13 +241,15 @@ RECORD_SCHEMA: dict[str, Any] = {
         "evaluation_results": {"type": "array", "items": _RESULT},
         "detailed_evaluation_results": {
             "type": "object", "required": ["format", "file_path"],
-            "properties": {"format": {"enum": ["jsonl"]},
-                           "file_path": {"type": "string"},
-                           "hash_algorithm": {"enum": ["sha256", "md5"]},
+            "properties": {"format": {"type": "string", "enum": ["jsonl"]},
+                           "file_path": {"type": "string",
+                                         "pattern": _SAMPLES_PATH},
+                           "hash_algorithm": {"type": "string",
+                                              "enum": ["sha256", "md5"]},
                            "checksum": {"type": "string"},
-                           "total_rows": {"type": "integer"}},
+                           "total_rows": {"type": "integer"},
+                           "additional_details": _STRINGS},
         },
-        "jaxpapers_repro": _REPRO,
     },
 }
 
@@ -206,10 +261,33 @@ class RecordError(ValueError):
 
 
 def record_errors(record: Any) -> list[str]:
-  """Every validation error as ``field.path: message`` (empty: valid)."""
+  """Every error against schema 0.3.0 as ``field.path: message`` (empty: valid).
+
+  Scores and uncertainty values must also be finite numbers (a JSON schema
+  cannot say so; EEE's validator refuses NaN and infinities as well).
+  """
   errors = sorted(_VALIDATOR.iter_errors(record),
                   key=lambda e: [str(p) for p in e.absolute_path])
-  return [f"{_path(e.absolute_path)}: {e.message}" for e in errors]
+  out = [f"{_path(e.absolute_path)}: {e.message}" for e in errors]
+  return out + _non_finite(record)
+
+
+def version_findings(record: Any) -> list[str]:
+  """What is wrong with a record against the schema version it declares.
+
+  A version we know (:data:`KNOWN_VERSIONS`) is checked exactly; any other
+  declaration gives a first finding saying that it is unknown here, followed
+  by the record's errors against version 0.3.0 (what it lacks for today's
+  schema). Empty: the record validates against its declared version.
+  """
+  errors = record_errors(record)
+  declared = record.get("schema_version") if isinstance(record, Mapping) \
+      else None
+  if declared in KNOWN_VERSIONS:
+    return errors
+  return [f"schema_version: {declared!r} is not a version known here"
+          f" (known: {', '.join(KNOWN_VERSIONS)}); checked against"
+          f" {SCHEMA_VERSION}"] + errors
 
 
 def validate_record(record: Mapping[str, Any]) -> None:
@@ -218,6 +296,30 @@ def validate_record(record: Mapping[str, Any]) -> None:
   if errors:
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     raise RecordError(f"invalid EEE run record: {errors[0]}{more}")
+
+
+def _non_finite(record: Any) -> list[str]:
+  results = record.get("evaluation_results") if isinstance(record, Mapping) \
+      else None
+  out = []
+  for i, result in enumerate(results if isinstance(results, list) else []):
+    details = result.get("score_details") if isinstance(result, Mapping) \
+        else None
+    if not isinstance(details, Mapping):
+      continue
+    values = {"score": details.get("score")}
+    uncertainty = details.get("uncertainty")
+    if isinstance(uncertainty, Mapping):
+      se = uncertainty.get("standard_error")
+      values["uncertainty.standard_error.value"] = (
+          se.get("value") if isinstance(se, Mapping) else None)
+      values["uncertainty.standard_deviation"] = uncertainty.get(
+          "standard_deviation")
+    for name, value in values.items():
+      if isinstance(value, float) and not math.isfinite(value):
+        out.append(f"evaluation_results[{i}].score_details.{name}: {value!r}"
+                   " is not a finite number")
+  return out
 
 
 def _path(parts) -> str:

@@ -9,10 +9,12 @@ group.
 
 1. Reproducibility gap (per result): flagged when a field of ``F`` is
    missing, ``F = {temperature, max_tokens}`` (plus ``harness, eval_plan,
-   eval_limits`` for agentic results). Results with a ``jaxpapers_repro``
-   block are not generative: ``F`` is then that block's fields (seeds,
-   jax/jaxlib/optax versions, x64, platform, a clean git commit, config
-   hash) -- our reconstruction, ``docs/evaluation_cards.md``.
+   eval_limits`` for agentic results). Results of a record that carries our
+   reproducibility fields (``jaxpapers_repro.*`` keys in
+   ``source_metadata.additional_details``, :func:`records.read_repro`) are
+   not generative: ``F`` is then those fields (seeds, jax/jaxlib/optax
+   versions, x64, platform, a clean git commit, config hash) -- our
+   reconstruction, ``docs/evaluation_cards.md``.
 2. Reporting completeness (per benchmark card): the mean over its fields of
    0/1 for a plain field and the populated fraction for a field with
    sub-items (2 of 4 populated: 0.5).
@@ -26,13 +28,16 @@ group.
    listed); *cross-party divergence* -- the spread of the organisations'
    medians, needing two organisations. The threshold is 5.0 for percentages,
    0.05 for proportions and normalised scores, else 5% of ``max_score -
-   min_score`` when bounds exist, else 0.05. ``None`` means not applicable,
+   min_score`` when both bounds are finite, else 0.05. ``None`` means not applicable,
    ``False`` checked and not divergent.
 """
 
+import math
+import os
 import statistics
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
+from jaxpapers.evalcards import records as records_lib
 from jaxpapers.evalcards import schema
 
 GENERATIVE_FIELDS = ("temperature", "max_tokens")
@@ -80,8 +85,9 @@ def normalize_organization(name: str | None) -> str:
 def divergence_threshold(metric_config: Mapping[str, Any]) -> float:
   """The score spread above which rows of a group diverge (see module docstring).
 
-  Raises ``ValueError`` for bounds with ``max_score <= min_score`` (no
-  positive spread).
+  An unbounded side (EEE writes ``"Infinity"``/``"-Infinity"``) gives no
+  range, hence 0.05. Raises ``ValueError`` for bounds with ``max_score <=
+  min_score`` (no positive spread).
   """
   unit = str(metric_config.get("metric_unit") or "").strip().lower()
   if unit in PERCENT_UNITS:
@@ -93,27 +99,39 @@ def divergence_threshold(metric_config: Mapping[str, Any]) -> float:
     if not float(high) > float(low):
       raise ValueError(f"metric_config needs max_score > min_score; got"
                        f" min_score={low!r}, max_score={high!r}.")
-    return 0.05 * (float(high) - float(low))
+    if math.isfinite(float(high) - float(low)):
+      return 0.05 * (float(high) - float(low))
   return 0.05
 
 
-def rows(records: Iterable[Mapping[str, Any]]) -> list[Row]:
+def rows(records: Iterable[Mapping[str, Any]], *, validate: bool = True
+         ) -> list[Row]:
   """Every result of every record as a :class:`Row`.
 
-  Raises :class:`schema.RecordError` naming the first failing field of a
-  record that does not validate.
+  With ``validate`` (the default) a record that does not validate raises
+  :class:`schema.RecordError` naming its first failing field. Without it
+  (records of other schema versions, as :func:`analyze` reads a
+  :class:`records.Loaded` directory, whose loader lists every violation),
+  records are read as far as they go: a result that the signals cannot
+  read (:func:`records.result_problems`) gives no row.
   """
   out = []
   for record in records:
-    schema.validate_record(record)
-    source = record.get("source_metadata", {})
+    if validate:
+      schema.validate_record(record)
+    source = _mapping(record.get("source_metadata"))
     relationship = source.get("evaluator_relationship")
     if relationship not in RELATIONSHIPS:
       relationship = "unspecified"
-    repro = record.get("jaxpapers_repro")
-    for result in record.get("evaluation_results", []):
-      config = result.get("metric_config", {})
-      args = (result.get("generation_config") or {}).get("generation_args") or {}
+    repro = records_lib.read_repro(record)
+    unreadable = {where for where, _ in records_lib.result_problems(record)}
+    results = record.get("evaluation_results")
+    for i, result in enumerate(results if isinstance(results, list) else []):
+      if f"evaluation_results[{i}]" in unreadable:
+        continue
+      config = _mapping(result.get("metric_config"))
+      args = _mapping(_mapping(result.get("generation_config")).get(
+          "generation_args"))
       if repro is not None:
         checked = REPRO_FIELDS
         missing = tuple(f for f in checked if not _repro_present(repro, f))
@@ -122,22 +140,22 @@ def rows(records: Iterable[Mapping[str, Any]]) -> list[Row]:
         agentic = any(k in args for k in ("agentic_eval_config", "eval_plan",
                                           "sandbox", "eval_limits"))
         checked = GENERATIVE_FIELDS + (AGENTIC_FIELDS if agentic else ())
-        present = dict(args, harness=(record.get("eval_library") or {}).get(
+        present = dict(args, harness=_mapping(record.get("eval_library")).get(
             "name"))
         missing = tuple(f for f in checked if not _populated(present.get(f)))
         setup = dict(args)
       out.append(Row(
-          record_id=record.get("evaluation_id", ""),
-          model_id=(record.get("model_info") or {}).get("id", ""),
-          evaluation_name=result.get("evaluation_name", ""),
-          metric=(config.get("metric_id") or config.get("metric_name")
-                  or result.get("evaluation_name", "")),
+          record_id=str(record.get("evaluation_id", "")),
+          model_id=str(_mapping(record.get("model_info")).get("id", "")),
+          evaluation_name=str(result.get("evaluation_name", "")),
+          metric=str(config.get("metric_id") or config.get("metric_name")
+                     or result.get("evaluation_name", "")),
           score=float(result["score_details"]["score"]),
-          organization=normalize_organization(
-              source.get("source_organization_name")),
-          organization_name=source.get("source_organization_name", ""),
+          organization=normalize_organization(_string(
+              source.get("source_organization_name"))),
+          organization_name=_string(source.get("source_organization_name")),
           relationship=relationship,
-          source_type=source.get("source_type", "unspecified"),
+          source_type=_string(source.get("source_type")) or "unspecified",
           metric_config=config, setup=setup, missing=missing,
           checked=checked))
   return out
@@ -212,9 +230,22 @@ def completeness(card: Mapping[str, Mapping[str, Any]],
           "missing": sorted(k for k, v in per_field.items() if v == 0)}
 
 
-def analyze(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-  """Per-result, per-group and corpus signals of a set of records."""
-  all_rows = rows(records)
+def analyze(records: Iterable[Mapping[str, Any]] | records_lib.Loaded
+            ) -> dict[str, Any]:
+  """Per-result, per-group and corpus signals of a set of records.
+
+  Records given one by one must validate (:func:`rows`). A directory read by
+  :func:`records.load_directory` is analysed whole, whatever schema version
+  its records declare: each record's violations and each unreadable file
+  are in ``record_findings`` (path relative to the directory -> findings),
+  which :func:`render.summary` turns into the completeness finding, and
+  ``num_records`` counts every file.
+  """
+  loaded = records if isinstance(records, records_lib.Loaded) else None
+  if loaded is not None:
+    all_rows = rows((r for _, r in loaded.records), validate=False)
+  else:
+    all_rows = rows(records)
   groups: dict[tuple[str, str, str], list[Row]] = {}
   for r in all_rows:
     groups.setdefault(r.group, []).append(r)
@@ -229,8 +260,15 @@ def analyze(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
               "score": r.score, "source": r.relationship,
               "organization": r.organization_name,
               "reproducibility": reproducibility(r)} for r in all_rows]
-  return {"results": results, "groups": group_out,
-          "corpus": corpus(all_rows, group_out)}
+  out = {"results": results, "groups": group_out,
+         "corpus": corpus(all_rows, group_out)}
+  if loaded is not None:
+    relative = lambda path: os.path.relpath(path, loaded.root)  # pylint: disable=unnecessary-lambda-assignment
+    findings = {relative(p): list(f) for p, f in loaded.findings.items()}
+    findings.update({relative(p): [why] for p, why in loaded.unreadable})
+    out["record_findings"] = dict(sorted(findings.items()))
+    out["num_records"] = len(loaded.records) + len(loaded.unreadable)
+  return out
 
 
 def corpus(all_rows: Sequence[Row], groups: Sequence[Mapping[str, Any]]
@@ -281,7 +319,19 @@ def _repro_present(repro: Mapping[str, Any], field: str) -> bool:
     value = value.get(part) if isinstance(value, Mapping) else None
   if field == "git_commit":
     return _populated(value) and value != "unknown" and "+dirty" not in value
+  if field == "seeds":  # a JSON list of integers, read back by read_repro
+    return isinstance(value, list) and bool(value)
+  if field == "x64":
+    return isinstance(value, bool)
   return _populated(value)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+  return value if isinstance(value, Mapping) else {}
+
+
+def _string(value: Any) -> str:
+  return value if isinstance(value, str) else ""
 
 
 def _populated(value: Any) -> bool:

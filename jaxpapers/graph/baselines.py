@@ -1,4 +1,4 @@
-"""Baselines of continual test-time graph adaptation, as :class:`~jaxpapers.graph.tta.Adapter`s.
+"""Baselines of continual test-time graph adaptation, as :class:`~jaxpapers.graph.tta.Adapter` instances.
 
 * :func:`frozen` -- the source model, never adapted.
 * :func:`tent` -- Tent (Wang et al., 2021): BatchNorm uses the statistics of
@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 import jax
 import optax
 
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 from jaxpapers.graph.gcn import classify
 from jaxpapers.graph.gcn import embed
 from jaxpapers.graph.gcn import embed_with_graph_stats
@@ -78,7 +80,13 @@ def tent(learning_rate: float = 1e-3, steps: int = 1) -> Adapter:
   Returns:
     An :class:`Adapter`; its predictions normalise with each graph's own
     BatchNorm statistics, as Tent does at test time.
+
+  Raises:
+    ValueError: ``learning_rate`` not finite and >= 0, or ``steps`` not an
+      int >= 0.
   """
+  check_real("learning_rate", learning_rate, low=0.0)
+  check_int("steps", steps, 0)
   tx = optax.adam(learning_rate)
 
   def init_fn(model, source_graph, labels, labelled, key):
@@ -120,7 +128,10 @@ def im_step(model: GCN, opt_state: Any, teacher: Any, graph: GraphsTuple,
   """One GCAL adaptation step on all parameters; returns ``(model, opt_state, teacher)``.
 
   ``replay_loss(params)`` (optional) is added to the IM loss of ``graph``.
+  A concrete ``teacher_momentum`` outside ``[0, 1]`` is a ``ValueError``.
   """
+  if not isinstance(teacher_momentum, jax.core.Tracer):
+    check_real("teacher_momentum", teacher_momentum, low=0.0, high=1.0)
   graph = validated(graph, "graph", feature_width=model.feature_width)
   mask = node_mask(graph)
 
@@ -154,7 +165,14 @@ def im_adaptation(epochs: int = 1, learning_rate: float = 1e-2,
 
   Returns:
     An :class:`Adapter`.
+
+  Raises:
+    ValueError: ``epochs`` not an int >= 0, ``teacher_momentum`` outside
+      ``[0, 1]``, or another argument not finite and >= 0.
   """
+  check_int("epochs", epochs, 0)
+  check_real("teacher_momentum", teacher_momentum, low=0.0, high=1.0)
+  check_real("marginal_weight", marginal_weight, low=0.0)
   tx = adam_l2(learning_rate, weight_decay)
 
   def init_fn(model, source_graph, labels, labelled, key):

@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 from jaxpapers.data.digits import load_digits
 from jaxpapers.data.digits import NUM_CLASSES as DIGITS_NUM_CLASSES
 from jaxpapers.graph.graphs import GraphsTuple
@@ -108,11 +110,27 @@ def csbm_sequence(*, num_domains: int = 9, num_nodes: int = 2000,
     >>> [d.graph.nodes["features"].shape for d in seq.domains]
     [(40, 32), (40, 32)]
   """
-  if num_domains < 2 or num_nodes < 5 * num_classes:
+  check_int("num_classes", num_classes, 1)
+  # The class means rotate in a plane: two feature dimensions at least.
+  check_int("feature_width", feature_width, 2)
+  check_int("num_domains", num_domains, 2)
+  check_int("num_nodes", num_nodes, 1)
+  if num_nodes < 5 * num_classes:
     raise ValueError(
         "csbm_sequence needs num_domains >= 2 and num_nodes >= 5 * num_classes;"
         f" got {num_domains} and {num_nodes}."
     )
+  check_int("seed", seed, 0)
+  check_real("p_in", p_in, low=0.0, high=1.0)
+  check_real("p_out", p_out, low=0.0, high=1.0)
+  check_real("p_in_decay", p_in_decay, low=0.0)
+  if p_in * p_in_decay ** (num_domains - 1) > 1:
+    raise ValueError(
+        f"p_in * p_in_decay^t must stay a probability (<= 1) for every domain"
+        f" t < {num_domains}; got p_in={p_in}, p_in_decay={p_in_decay}.")
+  check_real("mean_norm", mean_norm, low=0.0)
+  check_real("rotation_deg", rotation_deg)
+  check_real("offset", offset)
   fixed = np.random.default_rng([seed, 0])
   means = fixed.normal(size=(num_classes, feature_width))
   means *= mean_norm / np.linalg.norm(means, axis=1, keepdims=True)
@@ -153,8 +171,25 @@ def _rotate_images(images, angle_deg):
 
 
 def knn_edges(features: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-  """Symmetrised k-nearest-neighbour edges (Euclidean), no self loops."""
+  """Symmetrised k-nearest-neighbour edges (Euclidean), no self loops.
+
+  Raises:
+    ValueError: ``features`` not a 2-D array of finite numbers (a NaN row
+      would be nobody's neighbour), or ``k`` not an int in ``[1, N - 1]``.
+  """
   features = np.asarray(features)  # a device array is read to the host
+  if features.ndim != 2 or not np.issubdtype(features.dtype, np.number):
+    raise ValueError(
+        f"features must be a (N, F) numeric array; got shape {features.shape}"
+        f" and dtype {features.dtype}.")
+  if not np.all(np.isfinite(features)):
+    raise ValueError("features holds NaN or inf; k-NN distances need finite"
+                     " features.")
+  check_int("k", k, 1)
+  if k > features.shape[0] - 1:
+    raise ValueError(
+        f"k={k} must be at most N - 1 = {features.shape[0] - 1} (a node is not"
+        " its own neighbour).")
   sq = np.sum(features**2, axis=1)
   d2 = sq[:, None] + sq[None, :] - 2 * features @ features.T
   np.fill_diagonal(d2, np.inf)
@@ -179,6 +214,12 @@ def digits_sequence(*, num_domains: int = 9, nodes_per_domain: int = 1000,
   Returns:
     A :class:`DomainSequence` with 10 classes and 64 features.
   """
+  check_int("nodes_per_domain", nodes_per_domain, 0)
+  check_int("num_domains", num_domains, 0)
+  check_int("k", k, 0)
+  check_int("seed", seed, 0)
+  check_real("rotation_deg", rotation_deg)
+  check_real("noise", noise, low=0.0)
   digits = load_digits()
   total = digits.x.shape[0]
   if not 10 * DIGITS_NUM_CLASSES <= nodes_per_domain <= total:
@@ -186,8 +227,10 @@ def digits_sequence(*, num_domains: int = 9, nodes_per_domain: int = 1000,
         f"nodes_per_domain must lie in [{10 * DIGITS_NUM_CLASSES}, {total}];"
         f" got {nodes_per_domain}."
     )
-  if num_domains < 2 or k < 1:
-    raise ValueError(f"need num_domains >= 2 and k >= 1; got {num_domains}, {k}.")
+  if num_domains < 2 or not 1 <= k < nodes_per_domain:
+    raise ValueError(
+        "need num_domains >= 2 and k in [1, nodes_per_domain); got"
+        f" {num_domains}, {k}.")
   domains = []
   for t in range(num_domains):
     rng = np.random.default_rng([seed, 2, t])
@@ -224,6 +267,9 @@ class PaddedDomains:
 
   def __init__(self, sequences: dict[int, DomainSequence], multiple: int):
     every = [d.graph for s in sequences.values() for d in s.domains]
+    if not every:
+      raise ValueError("sequences holds no domain: there is no size to pad to.")
+    check_int("multiple", multiple, 1)
     self.num_nodes = padded_size(max(int(g.n_node.sum()) for g in every),
                                  multiple)
     self.num_edges = padded_size(max(int(g.n_edge.sum()) for g in every),
@@ -236,6 +282,11 @@ class PaddedDomains:
 
   def node_array(self, values: np.ndarray) -> np.ndarray:
     """``values`` (one per real node) followed by zeros on the padding nodes."""
+    values = np.asarray(values)
+    if values.ndim != 1 or values.shape[0] >= self.num_nodes:
+      raise ValueError(
+          f"values must be 1-D with fewer than {self.num_nodes} entries (one"
+          f" per real node); got shape {values.shape}.")
     out = np.zeros((self.num_nodes,), values.dtype)
     out[: values.shape[0]] = values
     return out

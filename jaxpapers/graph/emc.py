@@ -73,12 +73,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 from jaxpapers import tree
 from jaxpapers.graph.gcn import classify
 from jaxpapers.graph.gcn import embed
 from jaxpapers.graph.gcn import embed_with_graph_stats
 from jaxpapers.graph.gcn import GCN
 from jaxpapers.graph.graphs import ceil_fraction
+from jaxpapers.graph.graphs import check_finite_features
 from jaxpapers.graph.graphs import check_graph
 from jaxpapers.graph.graphs import GraphsTuple
 from jaxpapers.graph.graphs import masked_mean
@@ -122,20 +125,20 @@ class EMCOptions:
         raise ValueError(
             f"{name} must be one of {allowed}; got {getattr(self, name)!r}."
         )
-    if self.lam < 0 or self.tau <= 0 or not 0 <= self.alpha <= 1:
-      raise ValueError(
-          f"need lam >= 0, tau > 0 and alpha in [0, 1]; got lam={self.lam},"
-          f" tau={self.tau}, alpha={self.alpha}."
-      )
-    for name in ("confidence", "beta"):  # a probability, an EMA weight
-      if not 0 <= getattr(self, name) <= 1:
-        raise ValueError(
-            f"{name} must lie in [0, 1]; got {getattr(self, name)}.")
-    if not 0 < self.fallback_fraction <= 1 or self.refine_passes < 0:
-      raise ValueError(
-          "need fallback_fraction in (0, 1] and refine_passes >= 0; got"
-          f" {self.fallback_fraction} and {self.refine_passes}."
-      )
+    check_real("lam", self.lam, low=0.0)
+    check_real("tau", self.tau, low=0.0, low_open=True)
+    check_real("rho", self.rho, low=0.0)
+    # gamma = 0 is allowed: the transition solve is then singular (NaN) only
+    # when the previous memory's slots are linearly dependent.
+    check_real("gamma", self.gamma, low=0.0)
+    for name in ("alpha", "confidence", "beta"):  # weights, a probability
+      check_real(name, getattr(self, name), low=0.0, high=1.0)
+    check_real("fallback_fraction", self.fallback_fraction, low=0.0,
+                high=1.0, low_open=True)
+    check_int("refine_passes", self.refine_passes, 0)
+    for name in ("im_learning_rate", "im_weight_decay", "im_marginal_weight",
+                 "replay_weight"):
+      check_real(name, getattr(self, name), low=0.0)
 
 
 jax.tree_util.register_static(EMCOptions)
@@ -161,8 +164,21 @@ def slot_budget(class_counts: np.ndarray, num_nodes: int,
   Example:
     >>> slot_budget(np.array([45, 35, 20]), 140, 0.05).tolist()  # 7 slots
     [3, 3, 1]
+
+  Raises:
+    ValueError: ``class_counts`` not a non-empty 1-D array of integers
+      ``>= 1`` (a class without nodes gets no slot), ``num_nodes`` not an int
+      ``>= 0`` or ``memory_ratio`` negative or not finite.
   """
-  counts = np.asarray(class_counts, np.int64)
+  counts = np.asarray(class_counts)
+  if (counts.ndim != 1 or counts.size == 0
+      or not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 1)):
+    raise ValueError(
+        "class_counts must be a non-empty 1-D array of integer counts >= 1;"
+        f" got {counts.tolist()!r}.")
+  counts = counts.astype(np.int64)
+  check_int("num_nodes", num_nodes, 0)
+  check_real("memory_ratio", memory_ratio, low=0.0)
   num_classes = counts.size
   total = max(num_classes, ceil_fraction(memory_ratio, num_nodes))
   share = total * counts / counts.sum()
@@ -197,13 +213,23 @@ def init(source_graph: GraphsTuple, labels, *, model: GCN, key: jax.Array,
     The initial :class:`EMCState` (``M = M~ = M_prev``).
   """
   opts = EMCOptions(**options)
+  check_real("memory_ratio", memory_ratio, low=0.0)
+  check_int("kmeans_iterations", kmeans_iterations, 0)
   check_graph(source_graph, "source_graph", feature_width=model.feature_width)
+  check_finite_features(source_graph, "source_graph")
   real = np.asarray(node_mask(source_graph))
   labels = np.asarray(labels)
   if labels.shape != real.shape:
     raise ValueError(
         f"labels must have shape {real.shape} (one per node); got {labels.shape}."
     )
+  if not np.issubdtype(labels.dtype, np.integer):
+    raise TypeError(
+        f"labels must be integer classes; got dtype {labels.dtype}.")
+  if labelled is not None and np.shape(labelled) != real.shape:
+    raise ValueError(
+        f"labelled must have shape {real.shape} (one per node); got"
+        f" {np.shape(labelled)}.")
   labelled = real if labelled is None else np.logical_and(np.asarray(labelled), real)
   if not labelled.any():
     raise ValueError(
@@ -316,7 +342,16 @@ def crystallize(h_NxD: jax.Array, slot_index_N: jax.Array,
 
   Returns:
     The memory ``M`` (m, d).
+
+  Raises:
+    ValueError: shapes other than ``h_NxD (N, d)``, ``slot_index_N (N,)``,
+      ``selected_N (N,)`` and ``prior_MxD (m, d)``, a concrete slot index
+      of a selected node outside ``[0, m)`` or a concrete ``lam`` negative
+      or not finite. Traced slot indices out of range make the memory NaN
+      (they would otherwise drop out).
+    TypeError: non-integer slot indices.
   """
+  _check_assignment(h_NxD, slot_index_N, selected_N, prior_MxD, lam)
   sharded_like_MxD = prior_MxD
   # Explicit axes cannot sum sharded rows onto slots: the inputs are
   # gathered, and the memory goes back to the prior's sharding.
@@ -328,14 +363,61 @@ def crystallize(h_NxD: jax.Array, slot_index_N: jax.Array,
   sums = jax.ops.segment_sum(weights[:, None] * h_NxD, slot_index_N, num_slots)
   means = sums / jnp.maximum(counts, 1.0)[:, None]
   solved = (means + lam * prior_MxD) / (1.0 + lam)
-  return tree.reshard_like(jnp.where((counts > 0)[:, None], solved, prior_MxD),
-                           sharded_like_MxD)
+  memory = jnp.where((counts > 0)[:, None], solved, prior_MxD)
+  memory = jnp.where(_slots_in_range(slot_index_N, selected_N, num_slots),
+                     memory, jnp.nan)
+  return tree.reshard_like(memory, sharded_like_MxD)
+
+
+def _slots_in_range(slot_index_N, selected_N, num_slots):
+  """Whether every selected node's slot index lies in ``[0, num_slots)``."""
+  inside = (slot_index_N >= 0) & (slot_index_N < num_slots)
+  return jnp.all(jnp.where(selected_N, inside, True))
+
+
+def _check_assignment(h_NxD, slot_index_N, selected_N, prior_MxD, lam):
+  """Shapes, dtypes and concrete values of a node-to-slot assignment.
+
+  ``h_NxD`` (N, d), ``slot_index_N`` (N,) int, ``selected_N`` (N,),
+  ``prior_MxD`` (m, d); selected nodes' slots in ``[0, m)`` and ``lam >= 0``
+  when concrete.
+  """
+  shapes = [np.shape(x) for x in (h_NxD, slot_index_N, selected_N, prior_MxD)]
+  if (len(shapes[0]) != 2 or len(shapes[3]) != 2
+      or shapes[1] != shapes[0][:1] or shapes[2] != shapes[0][:1]
+      or shapes[3][1] != shapes[0][1]):
+    raise ValueError(
+        "need h_NxD (N, d), slot_index_N (N,), selected_N (N,) and prior_MxD"
+        f" (m, d); got shapes {shapes}.")
+  if not jnp.issubdtype(jnp.result_type(slot_index_N), jnp.integer):
+    raise TypeError("slot_index_N must be integer slot ids; got dtype"
+                    f" {jnp.result_type(slot_index_N)}.")
+  if not any(isinstance(x, jax.core.Tracer)
+             for x in (slot_index_N, selected_N)):
+    index, chosen = np.asarray(slot_index_N), np.asarray(selected_N, bool)
+    num_slots = shapes[3][0]
+    outside = chosen & ((index < 0) | (index >= num_slots))
+    if outside.any():
+      raise ValueError(
+          f"slot_index_N of selected nodes must lie in [0, {num_slots}) (one"
+          f" per slot of prior_MxD); got {int(index[outside][0])}.")
+  if not isinstance(lam, jax.core.Tracer):
+    check_real("lam", lam, low=0.0)
 
 
 def memory_objective(memory_MxD: jax.Array, h_NxD: jax.Array,
                      slot_index_N: jax.Array, selected_N: jax.Array,
                      prior_MxD: jax.Array, lam: float | jax.Array) -> jax.Array:
-  """``J(M) = |H_C - P^T M|^2 / n_C + lam sum_j (|C_j| / n_C) |M_j - M~_j|^2``."""
+  """``J(M) = |H_C - P^T M|^2 / n_C + lam sum_j (|C_j| / n_C) |M_j - M~_j|^2``.
+
+  Checks its inputs as :func:`crystallize` does (``memory_MxD`` has the
+  prior's shape); traced slot indices out of range give NaN.
+  """
+  _check_assignment(h_NxD, slot_index_N, selected_N, prior_MxD, lam)
+  if np.shape(memory_MxD) != np.shape(prior_MxD):
+    raise ValueError(
+        f"memory_MxD must have prior_MxD's shape {np.shape(prior_MxD)}; got"
+        f" {np.shape(memory_MxD)}.")
   # Explicit axes cannot gather slots at sharded node indices nor sum
   # sharded rows onto slots: the inputs are gathered.
   (memory_MxD, h_NxD, slot_index_N, selected_N, prior_MxD), _ = (
@@ -348,7 +430,9 @@ def memory_objective(memory_MxD: jax.Array, h_NxD: jax.Array,
   counts = jax.ops.segment_sum(weights, slot_index_N, memory_MxD.shape[0])
   ridge = jnp.sum(counts / num_selected
                   * jnp.sum((memory_MxD - prior_MxD) ** 2, -1))
-  return fit + lam * ridge
+  return jnp.where(
+      _slots_in_range(slot_index_N, selected_N, memory_MxD.shape[0]),
+      fit + lam * ridge, jnp.nan)
 
 
 def evolve_prior(state: EMCState) -> jax.Array:
@@ -394,7 +478,30 @@ def _shrunk_covariance(h_NxD, mask_N, mean_D):
 def prototype_scores(h_NxD: jax.Array, memory_MxD: jax.Array,
                      slot_classes_M: jax.Array, num_classes: int,
                      tau: float) -> jax.Array:
-  """``s_ic = max_{j: y_j = c} cos(H_i, M_j) / tau``: ``(N, C)``."""
+  """``s_ic = max_{j: y_j = c} cos(H_i, M_j) / tau``: ``(N, C)``.
+
+  Raises:
+    ValueError: shapes that disagree, or concrete values out of range:
+      ``slot_classes_M`` outside ``[0, num_classes)``, ``tau`` not finite
+      and > 0. A class without slots (or traced out-of-range classes) scores
+      ``-inf``.
+  """
+  shapes = [np.shape(x) for x in (h_NxD, memory_MxD, slot_classes_M)]
+  if (len(shapes[0]) != 2 or len(shapes[1]) != 2
+      or shapes[1][1] != shapes[0][1] or shapes[2] != shapes[1][:1]):
+    raise ValueError(
+        "need h_NxD (N, d), memory_MxD (m, d) and slot_classes_M (m,); got"
+        f" shapes {shapes}.")
+  check_int("num_classes", num_classes, 1)
+  if not isinstance(slot_classes_M, jax.core.Tracer):
+    classes = np.asarray(slot_classes_M)
+    if not np.issubdtype(classes.dtype, np.integer) or np.any(
+        (classes < 0) | (classes >= num_classes)):
+      raise ValueError(
+          f"slot_classes_M must be integer classes in [0, {num_classes});"
+          f" got {classes.tolist()}.")
+  if not isinstance(tau, jax.core.Tracer):
+    check_real("tau", tau, low=0.0, low_open=True)
   h = h_NxD * jax.lax.rsqrt(jnp.sum(h_NxD**2, -1, keepdims=True) + 1e-12)
   m = memory_MxD * jax.lax.rsqrt(
       jnp.sum(memory_MxD**2, -1, keepdims=True) + 1e-12)
@@ -403,8 +510,8 @@ def prototype_scores(h_NxD: jax.Array, memory_MxD: jax.Array,
   # Explicit axis.
   (cosine_MxN, slot_classes_M), _ = tree.gather_explicit(
       (cosine_MxN, slot_classes_M))
-  best_CxN = jax.ops.segment_max(cosine_MxN, slot_classes_M, num_classes,
-                                 indices_are_sorted=True)
+  # No indices_are_sorted hint: slot classes in any order are valid input.
+  best_CxN = jax.ops.segment_max(cosine_MxN, slot_classes_M, num_classes)
   return best_CxN.T / tau
 
 
@@ -443,7 +550,23 @@ def confident_nodes(log_probs_NxC: jax.Array, mask_N: jax.Array,
 
   Returns:
     ``(pseudo_labels (N,) int32, selected (N,) bool)``.
+
+  Raises:
+    ValueError: ``log_probs_NxC`` not 2-D, ``mask_N`` not ``(N,)``,
+      ``slots_per_class_C`` not ``(C,)``, or concrete ``confidence``
+      outside ``[0, 1]`` or ``fallback_fraction`` outside ``(0, 1]``.
   """
+  shapes = [np.shape(x) for x in (log_probs_NxC, mask_N, slots_per_class_C)]
+  if (len(shapes[0]) != 2 or shapes[1] != shapes[0][:1]
+      or shapes[2] != shapes[0][1:]):
+    raise ValueError(
+        "need log_probs_NxC (N, C), mask_N (N,) and slots_per_class_C (C,);"
+        f" got shapes {shapes}.")
+  if not isinstance(confidence, jax.core.Tracer):
+    check_real("confidence", confidence, low=0.0, high=1.0)
+  if not isinstance(fallback_fraction, jax.core.Tracer):
+    check_real("fallback_fraction", fallback_fraction, low=0.0, high=1.0,
+                low_open=True)
   # Explicit axes cannot sort along a sharded node axis: the nodes are
   # gathered, and the results go back to the mask's sharding.
   sharded_like_N = mask_N
@@ -486,7 +609,6 @@ def _im_replay(state: EMCState, h_NxD, mask_N, memory_MxD):
   return state.model._replace(params=params)
 
 
-@jax.jit
 def update(state: EMCState, graph: GraphsTuple) -> EMCState:
   """Crystallises one target domain into the memory and evolves the state.
 
@@ -497,7 +619,21 @@ def update(state: EMCState, graph: GraphsTuple) -> EMCState:
   Returns:
     ``S_t`` with ``M <- crystallised memory``, ``M_prev <- M_{t-1}`` and
     ``M~ <- evolve(S_{t-1})``.
+
+  Raises:
+    ValueError: ``graph`` is malformed or, when its features are concrete,
+      a real node has a NaN or inf feature. A NaN node is never confident,
+      so it would silently drop out of the memory; with traced features
+      (under ``jit``, :class:`~jaxpapers.profiling.CompiledCache`) the whole
+      memory ``M`` is NaN instead.
   """
+  check_graph(graph, "graph", feature_width=state.model.feature_width)
+  check_finite_features(graph, "graph")
+  return _update(state, graph)
+
+
+@jax.jit
+def _update(state: EMCState, graph: GraphsTuple) -> EMCState:
   opts = state.options
   graph = validated(graph, "graph", feature_width=state.model.feature_width)
   mask = node_mask(graph)
@@ -515,6 +651,10 @@ def update(state: EMCState, graph: GraphsTuple) -> EMCState:
   for _ in range(1 + opts.refine_passes):
     slot_index = _nearest_slot(h, pseudo, memory, state.slot_classes)
     memory = crystallize(h, slot_index, selected, prior, opts.lam)
+  # A real node with a non-finite embedding is never selected: rather than a
+  # plausible memory without it, the memory is NaN (see update).
+  finite = jnp.all(jnp.where(mask, jnp.all(jnp.isfinite(h), axis=1), True))
+  memory = jnp.where(finite, memory, jnp.nan)
   model = state.model
   if opts.adapt == "im_replay":
     model = _im_replay(state, h, mask, memory)

@@ -17,9 +17,14 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
+from jaxpapers._checks import is_concrete
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 from jaxpapers import tree
+from jaxpapers.graph.graphs import check_finite_features
 from jaxpapers.graph.graphs import check_graph
 from jaxpapers.graph.graphs import gcn_propagate
 from jaxpapers.graph.graphs import GraphsTuple
@@ -69,11 +74,10 @@ def init_gcn(key: jax.Array, feature_width: int, num_classes: int, *,
     >>> model.feature_width, model.num_classes
     (8, 3)
   """
-  if min(feature_width, num_classes, hidden, num_layers) < 1:
-    raise ValueError(
-        "feature_width, num_classes, hidden and num_layers must be >= 1; got"
-        f" {(feature_width, num_classes, hidden, num_layers)}."
-    )
+  for name, value in (("feature_width", feature_width),
+                      ("num_classes", num_classes), ("hidden", hidden),
+                      ("num_layers", num_layers)):
+    check_int(name, value, 1)
   keys = jax.random.split(key, num_layers + 1)
   widths = (feature_width,) + (hidden,) * num_layers
   glorot = jax.nn.initializers.glorot_uniform()
@@ -143,7 +147,16 @@ def embed_with_graph_stats(params: GCNParams, graph: GraphsTuple
 
 
 def classify(head: dict[str, jax.Array], h_NxD: jax.Array) -> jax.Array:
-  """Linear classifier g: logits ``(N, C)``."""
+  """Linear classifier g: logits ``(N, C)``.
+
+  Raises:
+    ValueError: ``h_NxD`` not 2-D or its width not the head's input width.
+  """
+  width = np.shape(head["w"])[0]
+  if np.ndim(h_NxD) != 2 or np.shape(h_NxD)[1] != width:
+    raise ValueError(
+        f"h_NxD must be (N, {width}) (the head's input width); got"
+        f" {np.shape(h_NxD)}.")
   head = tree.gather_explicit(head)[0]  # see _encode
   return h_NxD @ head["w"] + head["b"][None, :]
 
@@ -155,7 +168,18 @@ def log_probs(model: GCN, graph: GraphsTuple) -> jax.Array:
 
 def masked_accuracy(log_probs_NxC: jax.Array, labels_N: jax.Array,
                     mask_N: jax.Array) -> jax.Array:
-  """Accuracy of the argmax over the nodes where ``mask_N`` is True."""
+  """Accuracy of the argmax over the nodes where ``mask_N`` is True.
+
+  Raises:
+    ValueError: ``log_probs_NxC`` not 2-D, or ``labels_N`` and ``mask_N``
+      not of shape ``(N,)``.
+  """
+  shapes = [np.shape(x) for x in (log_probs_NxC, labels_N, mask_N)]
+  if (len(shapes[0]) != 2 or shapes[1] != shapes[0][:1]
+      or shapes[2] != shapes[0][:1]):
+    raise ValueError(
+        "masked_accuracy needs log_probs_NxC (N, C), labels_N (N,) and mask_N"
+        f" (N,); got shapes {shapes}.")
   hits = jnp.logical_and(jnp.argmax(log_probs_NxC, -1) == labels_N, mask_N)
   return jnp.sum(hits.astype(jnp.float32)) / jnp.maximum(
       jnp.sum(mask_N.astype(jnp.float32)), 1.0)
@@ -195,15 +219,50 @@ def fit_source(key: jax.Array, graph: GraphsTuple, labels: jax.Array,
 
   Returns:
     :class:`SourceFit` with the best-validation model.
+
+  Raises:
+    ValueError: a malformed graph, NaN or inf features on a real node,
+      masks or labels not of shape ``(N,)``, a ``train_mask`` that selects
+      no real node, a label of a training or validation node outside
+      ``[0, num_classes)`` (its loss term would be dropped silently), or a
+      hyperparameter out of range. Values are checked when concrete; traced
+      out-of-range labels make the returned model and
+      ``best_val_accuracy`` NaN, and a traced ``train_mask`` without real
+      nodes a NaN loss (hence a NaN model).
+    TypeError: non-integer ``labels``.
   """
   check_graph(graph, "graph")
+  check_finite_features(graph, "graph")
+  for name, value in (("num_classes", num_classes), ("hidden", hidden),
+                      ("epochs", epochs)):
+    check_int(name, value, 1)
+  check_real("learning_rate", learning_rate, low=0.0)
+  check_real("weight_decay", weight_decay, low=0.0)
+  check_real("dropout_rate", dropout_rate, low=0.0, high=1.0, high_open=True)
   num_nodes = node_features(graph).shape[0]
   for name, value in (("labels", labels), ("train_mask", train_mask),
                       ("val_mask", val_mask)):
-    if tuple(value.shape) != (num_nodes,):
-      raise ValueError(f"{name} must have shape ({num_nodes},); got {value.shape}.")
-  if not bool(jnp.any(jnp.logical_and(train_mask, node_mask(graph)))):
+    if tuple(np.shape(value)) != (num_nodes,):
+      raise ValueError(
+          f"{name} must have shape ({num_nodes},); got {np.shape(value)}.")
+  if not jnp.issubdtype(jnp.result_type(labels), jnp.integer):
+    raise TypeError(
+        f"labels must be integer classes; got dtype {jnp.result_type(labels)}.")
+  real = node_mask(graph)
+  if is_concrete(train_mask, real) and not np.any(
+      np.logical_and(np.asarray(train_mask), np.asarray(real))):
     raise ValueError("train_mask selects no real node: nothing to train on.")
+  if is_concrete(labels, train_mask, val_mask, real):
+    used = np.logical_and(np.logical_or(np.asarray(train_mask),
+                                        np.asarray(val_mask)), np.asarray(real))
+    outside = used & ((np.asarray(labels) < 0)
+                      | (np.asarray(labels) >= num_classes))
+    if outside.any():
+      node = int(np.flatnonzero(outside)[0])
+      raise ValueError(
+          f"labels of training and validation nodes must lie in [0,"
+          f" {num_classes}) (num_classes); node {node} has label"
+          f" {int(np.asarray(labels)[node])}.")
   return _fit_source(key, graph, jnp.asarray(labels, jnp.int32),
                      jnp.asarray(train_mask), jnp.asarray(val_mask),
                      num_classes=num_classes, hidden=hidden, epochs=epochs,
@@ -248,4 +307,10 @@ def _fit_source(key, graph, labels, train_mask, val_mask, *, num_classes,
   (_, _, best), _ = jax.lax.scan(
       epoch, (model, tx.init(model.params), best),
       jnp.arange(epochs, dtype=jnp.int32))
-  return best
+  # An out-of-range label (traced, so unchecked) drops out of the loss and
+  # the accuracy: the fit is NaN rather than a plausible model without it.
+  used = jnp.logical_and(jnp.logical_or(train_mask, val_mask), node_mask(graph))
+  valid = jnp.all(jnp.where(used, (labels >= 0) & (labels < num_classes), True))
+  return best._replace(
+      model=jax.tree.map(lambda x: jnp.where(valid, x, jnp.nan), best.model),
+      best_val_accuracy=jnp.where(valid, best.best_val_accuracy, jnp.nan))

@@ -40,6 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 from jaxpapers import tree
 from jaxpapers.graph.baselines import im_step
 from jaxpapers.graph.gcn import classify
@@ -83,6 +85,16 @@ class GenerativeMemoryOptions:
   vae_weight: float = 0.1
   mmd_weight: float = 0.1
 
+  def __post_init__(self):
+    for name, low in (("memory_size", 1), ("capacity", 1), ("epochs", 0),
+                      ("warmup_epochs", 0)):
+      check_int(name, getattr(self, name), low)
+    check_real("teacher_momentum", self.teacher_momentum, low=0.0, high=1.0)
+    for name in ("learning_rate", "weight_decay", "generator_learning_rate",
+                 "generator_weight_decay", "marginal_weight", "replay_weight",
+                 "vae_weight", "mmd_weight"):
+      check_real(name, getattr(self, name), low=0.0)
+
 
 jax.tree_util.register_static(GenerativeMemoryOptions)
 
@@ -111,7 +123,11 @@ class GenerativeMemoryState(NamedTuple):
 
 
 def init_generator(key: jax.Array, feature_width: int) -> GeneratorParams:
-  """Glorot weights, zero biases, unit BatchNorm scales."""
+  """Glorot weights, zero biases, unit BatchNorm scales.
+
+  ``feature_width`` must be an int >= 1 (``ValueError``).
+  """
+  check_int("feature_width", feature_width, 1)
   keys = jax.random.split(key, 5)
   glorot = jax.nn.initializers.glorot_uniform()
 
@@ -142,9 +158,26 @@ def _norm(x, norm, mask=None):
 
 def encode(generator: GeneratorParams, graph: GraphsTuple, memory_size: int
            ) -> MemoryGraph:
-  """``(mu, log var)`` of the ``memory_size`` top-scoring real nodes (TopK pooling)."""
-  graph = validated(graph, "graph")
+  """``(mu, log var)`` of the ``memory_size`` top-scoring real nodes (TopK pooling).
+
+  Raises:
+    ValueError: a graph whose feature width is not the generator's, or a
+      ``memory_size`` that is not an int in ``[1, N]``, N the real nodes
+      when the mask is concrete (traced, all nodes: padding nodes score
+      ``-inf`` and come last).
+  """
+  graph = validated(graph, "graph",
+                    feature_width=generator.encoder["w"].shape[0])
+  check_int("memory_size", memory_size, 1)
   mask = node_mask(graph)
+  # Counted on concrete masks only; traced, a memory larger than the real
+  # nodes would take padding nodes (scored -inf) last.
+  available = (mask.shape[0] if isinstance(mask, jax.core.Tracer)
+               else int(np.sum(np.asarray(mask))))
+  if memory_size > available:
+    raise ValueError(
+        f"memory_size={memory_size} exceeds the graph's {available} real"
+        " nodes.")
   z = (gcn_propagate(graph, node_features(graph) @ generator.encoder["w"])
        + generator.encoder["b"][None, :])
   z = _norm(z, generator.encoder_norm, mask)
@@ -161,7 +194,15 @@ def encode(generator: GeneratorParams, graph: GraphsTuple, memory_size: int
 
 
 def edge_probabilities(generator: GeneratorParams, x_MxF: jax.Array) -> jax.Array:
-  """Symmetric ``sigmoid`` edge probabilities of all node pairs: ``(m, m)``."""
+  """Symmetric ``sigmoid`` edge probabilities of all node pairs: ``(m, m)``.
+
+  ``ValueError`` unless ``x_MxF`` is ``(m, F)`` with the generator's F.
+  """
+  width = generator.encoder["w"].shape[0]
+  if np.ndim(x_MxF) != 2 or np.shape(x_MxF)[1] != width:
+    raise ValueError(
+        f"x_MxF must be (m, {width}) (the generator's feature width); got"
+        f" {np.shape(x_MxF)}.")
   m = x_MxF.shape[0]
   # The m^2 pairs mix every row with every other: on Explicit axes they are
   # built from gathered nodes and parameters (a memory graph is small).
@@ -344,7 +385,17 @@ def generative_memory(epochs: int = 1, memory_ratio: float = 0.05,
 
   Returns:
     An :class:`Adapter`.
+
+  Raises:
+    ValueError: a field of :class:`GenerativeMemoryOptions` out of range
+      (counts below their minimum, negative or non-finite weights and
+      rates, ``teacher_momentum`` outside ``[0, 1]``) or ``memory_ratio``
+      negative or not finite; checked here, before any source graph.
   """
+  check_real("memory_ratio", memory_ratio, low=0.0)
+  # memory_size is known only at init; any valid size checks the others now.
+  GenerativeMemoryOptions(memory_size=1, capacity=capacity, epochs=epochs,
+                          **options)
 
   def init_fn(model, source_graph, labels, labelled, key):
     del labels, labelled

@@ -25,6 +25,8 @@ import jraph
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 
 GraphsTuple = jraph.GraphsTuple
 FEATURES = "features"
@@ -69,8 +71,8 @@ def make_graph(
         f" {features.dtype}."
     )
   num_nodes = features.shape[0]
-  senders = np.asarray(senders, np.int32)
-  receivers = np.asarray(receivers, np.int32)
+  senders = _node_indices(senders, "senders")
+  receivers = _node_indices(receivers, "receivers")
   if senders.shape != receivers.shape or senders.ndim != 1:
     raise ValueError(
         "senders and receivers must be 1-D and of equal length; got"
@@ -88,6 +90,8 @@ def make_graph(
           f"edge_weights must have shape {senders.shape}; got"
           f" {edge_weights.shape}."
       )
+    if not np.all(np.isfinite(edge_weights)):
+      raise ValueError("edge_weights must be finite; got NaN or inf.")
   return GraphsTuple(
       nodes={FEATURES: features, MASK: np.ones((num_nodes,), bool)},
       edges=edge_weights,
@@ -99,14 +103,25 @@ def make_graph(
   )
 
 
+def _node_indices(indices, name: str) -> np.ndarray:
+  """``indices`` as int32 node ids; refuses non-integers (they would be truncated)."""
+  indices = np.asarray(indices)
+  if indices.size and not np.issubdtype(indices.dtype, np.integer):
+    raise TypeError(
+        f"{name} must be integer node ids; got dtype {indices.dtype}.")
+  return indices.astype(np.int32)
+
+
 def symmetrize(senders: np.ndarray, receivers: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
   """Both directions of every edge, without duplicates or self loops.
 
   Raises:
     ValueError: unless ``senders`` and ``receivers`` are 1-D and equally long.
+    TypeError: non-integer ids.
   """
-  senders, receivers = np.asarray(senders), np.asarray(receivers)
+  senders = _node_indices(senders, "senders")
+  receivers = _node_indices(receivers, "receivers")
   if senders.shape != receivers.shape or senders.ndim != 1:
     raise ValueError(
         "senders and receivers must be 1-D and of equal length; got"
@@ -192,6 +207,30 @@ def check_graph(graph: GraphsTuple, name: str, *,
     )
 
 
+def check_finite_features(graph: GraphsTuple, name: str) -> None:
+  """Raises ``ValueError`` naming ``name`` if a real node's concrete features are NaN or inf.
+
+  Methods that select nodes by confidence would silently leave a NaN node
+  out (a NaN is never "confident"), so a non-finite feature is refused here
+  when the features are concrete. Traced features cannot be checked; the
+  callers document what they give instead (NaN).
+  """
+  features, mask = node_features(graph), node_mask(graph)
+  if isinstance(features, jax.core.Tracer) or isinstance(mask, jax.core.Tracer):
+    return
+  features = np.asarray(features)
+  if not jnp.issubdtype(features.dtype, jnp.floating):
+    raise TypeError(
+        f"{name}.nodes[{FEATURES!r}] must be floating-point node features;"
+        f" got dtype {features.dtype}.")
+  finite = np.all(np.isfinite(features), axis=1)
+  bad = np.flatnonzero(np.asarray(mask) & ~finite)
+  if bad.size:
+    raise ValueError(
+        f"{name} has non-finite (NaN or inf) node features at {bad.size} real"
+        f" node(s), first node {int(bad[0])}; features must be finite.")
+
+
 def validated(graph: GraphsTuple, name: str, *,
               feature_width: int | None = None) -> GraphsTuple:
   """:func:`check_graph`, then gathers leaves sharded over explicit mesh axes.
@@ -217,7 +256,10 @@ def padded_size(count: int, multiple: int = 64) -> int:
   """Smallest multiple of ``multiple`` strictly above ``count``.
 
   ``pad_with_graphs`` needs at least one padding node, hence "strictly".
+  ``count`` must be an int >= 0 and ``multiple`` one >= 1 (``ValueError``).
   """
+  check_int("count", count, 0)
+  check_int("multiple", multiple, 1)
   return multiple * (count // multiple + 1)
 
 
@@ -234,6 +276,9 @@ def pad_graph(graph: GraphsTuple, num_nodes: int, num_edges: int,
   Returns:
     The padded graph; padding nodes have ``mask=False`` and no features.
   """
+  for name, value in (("num_nodes", num_nodes), ("num_edges", num_edges),
+                      ("num_graphs", num_graphs)):
+    check_int(name, value, 0)
   real_nodes = int(np.sum(graph.n_node))
   real_edges = int(np.sum(graph.n_edge))
   real_graphs = int(np.shape(graph.n_node)[0])
@@ -299,12 +344,12 @@ def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array, *,
   stay in cache, which is also faster on CPU). A graph without edges leaves
   every node isolated (the result is ``x``).
 
-  Edge weights must be non-negative: a negative weight can make a degree
-  ``1 + sum w`` zero or negative and its ``D^-1/2`` NaN. Concrete weights are
-  checked (``ValueError``); traced ones cannot be, and give NaN rows there.
+  Edge weights must be finite and non-negative: a negative weight can make a
+  degree ``1 + sum w`` zero or negative and its ``D^-1/2`` NaN, an infinite
+  one gives ``inf * 0``. Concrete weights are checked (``ValueError``);
+  traced ones cannot be, and give NaN rows there.
   """
-  if not isinstance(edge_chunk, int) or edge_chunk < 1:
-    raise ValueError(f"edge_chunk must be an int >= 1, got {edge_chunk!r}.")
+  check_int("edge_chunk", edge_chunk, 1)
   x_NxD = jnp.asarray(x_NxD)
   num_nodes = node_mask(graph).shape[0]
   if x_NxD.ndim != 2 or x_NxD.shape[0] != num_nodes:
@@ -315,6 +360,9 @@ def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array, *,
     if np.any(np.asarray(graph.edges) < 0):
       raise ValueError("graph.edges holds negative edge weights; GCN degree"
                        " normalisation needs non-negative weights.")
+    if not np.all(np.isfinite(np.asarray(graph.edges))):
+      raise ValueError("graph.edges holds NaN or inf edge weights; GCN degree"
+                       " normalisation needs finite weights.")
   # Explicit axes cannot gather or scatter at edge indices into a sharded node
   # axis: the structure is replicated, x's node axis is gathered (its feature
   # axis stays sharded) and the result goes back to x's sharding.
@@ -348,7 +396,15 @@ def gcn_propagate(graph: GraphsTuple, x_NxD: jax.Array, *,
 
 
 def masked_mean(x_NxD: jax.Array, mask_N: jax.Array) -> jax.Array:
-  """Mean over real rows (0 when there are none)."""
+  """Mean over real rows (0 when there are none).
+
+  Raises:
+    ValueError: ``x_NxD`` not 2-D or ``mask_N`` not of shape ``(N,)``.
+  """
+  if np.ndim(x_NxD) != 2 or np.shape(mask_N) != np.shape(x_NxD)[:1]:
+    raise ValueError(
+        "masked_mean needs x_NxD (N, D) and mask_N (N,); got"
+        f" {np.shape(x_NxD)} and {np.shape(mask_N)}.")
   weights = mask_N.astype(x_NxD.dtype)
   # A sum over rows sharded along an Explicit axis needs its output sharding:
   # the columns keep theirs.
@@ -371,5 +427,10 @@ def num_real_nodes(graph: GraphsTuple) -> jax.Array:
 
 
 def ceil_fraction(fraction: float, count: int) -> int:
-  """``ceil(fraction * count)`` without float round-up (0.05 * 2000 -> 100)."""
+  """``ceil(fraction * count)`` without float round-up (0.05 * 2000 -> 100).
+
+  ``fraction`` must be finite and >= 0, ``count`` an int >= 0 (``ValueError``).
+  """
+  check_real("fraction", fraction, low=0.0)
+  check_int("count", count, 0)
   return math.ceil(round(fraction * count, 9))

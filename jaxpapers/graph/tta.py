@@ -16,6 +16,7 @@ sequence, :func:`accuracy_matrix` and :func:`continual_metrics` summarise
 its evaluation.
 """
 
+import numbers
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
@@ -23,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers._checks import check_real
 from jaxpapers import profiling
 from jaxpapers import tree
 from jaxpapers.graph.graphs import GraphsTuple
@@ -90,6 +92,9 @@ def adapt_sequence(method: Adapter, model: Any, graphs: Sequence[GraphsTuple],
   ``cache``: share one cache to compile a method once for every domain and
   run of one padded shape (e.g. :class:`~jaxpapers.graph.domains.PaddedDomains`).
   """
+  if not graphs:
+    raise ValueError("graphs is empty: adapt_sequence needs the source graph"
+                     " first.")
   cache = profiling.CompiledCache() if cache is None else cache
   states = [method.init(model, graphs[0], source_labels, source_labelled, key)]
   updates, footprints = [], []
@@ -108,10 +113,33 @@ def accuracy_matrix(rows: Sequence[Sequence[float]]) -> np.ndarray:
     >>> accuracy_matrix([[0.9], [0.8, 0.6]]).tolist()
     [[0.9, nan], [0.8, 0.6]]
   """
+  if not len(rows):
+    raise ValueError("rows is empty: an accuracy matrix needs one row.")
   r = np.full((len(rows), len(rows)), np.nan)
   for i, row in enumerate(rows):
+    if len(np.shape(row)) != 1 or len(row) > len(rows):
+      raise ValueError(
+          f"rows[{i}] must be 1-D with at most {len(rows)} accuracies (a row of"
+          f" R, normally R[{i}][:{i + 1}]); got shape {np.shape(row)}.")
     r[i, : len(row)] = row
   return r
+
+
+def _row(accuracy_matrix: np.ndarray,
+         step: int | None) -> tuple[np.ndarray, int]:
+  """The matrix as a non-empty square array and the row ``step`` (default last)."""
+  r = np.asarray(accuracy_matrix, np.float64)
+  if r.ndim != 2 or r.shape[0] != r.shape[1] or r.shape[0] == 0:
+    raise ValueError(
+        "accuracy_matrix must be a non-empty square (T, T) matrix; got shape"
+        f" {r.shape}.")
+  i = r.shape[0] - 1 if step is None else step
+  if (not isinstance(i, numbers.Integral) or isinstance(i, bool)
+      or not 0 <= i < r.shape[0]):
+    raise ValueError(
+        f"step must be an int in [0, {r.shape[0]}) (a row of the matrix); got"
+        f" {step!r}.")
+  return r, int(i)
 
 
 def continual_metrics(matrix: np.ndarray) -> dict[str, Any]:
@@ -122,7 +150,7 @@ def continual_metrics(matrix: np.ndarray) -> dict[str, Any]:
     >>> metrics["average_performance"], metrics["forgetting"], metrics["ap_curve"]
     (0.625, 0.25, [1.0, 0.625])
   """
-  r = np.asarray(matrix)
+  r, _ = _row(matrix, None)
   return {"average_performance": average_performance(r),
           "forgetting": forgetting(r), "diagonal": np.diag(r).tolist(),
           "ap_curve": [average_performance(r, i) for i in range(r.shape[0])]}
@@ -136,8 +164,7 @@ def average_performance(accuracy_matrix: np.ndarray, step: int | None = None
     >>> average_performance(np.array([[1.0, 0.0], [0.75, 0.5]]))
     0.625
   """
-  r = np.asarray(accuracy_matrix)
-  i = r.shape[0] - 1 if step is None else step
+  r, i = _row(accuracy_matrix, step)
   return float(np.mean(r[i, : i + 1]))
 
 
@@ -148,8 +175,7 @@ def forgetting(accuracy_matrix: np.ndarray, step: int | None = None) -> float:
     >>> forgetting(np.array([[1.0, 0.0], [0.75, 0.5]]))
     0.25
   """
-  r = np.asarray(accuracy_matrix)
-  i = r.shape[0] - 1 if step is None else step
+  r, i = _row(accuracy_matrix, step)
   if i == 0:
     return 0.0
   return float(np.mean(np.diag(r)[:i] - r[i, :i]))
@@ -161,7 +187,17 @@ def information_maximization(logits_NxC: jax.Array, mask_N: jax.Array,
 
   Over the real nodes only. Minimising it makes predictions confident
   (first term) while keeping classes balanced (second term).
+
+  Raises:
+    ValueError: ``logits_NxC`` not 2-D, ``mask_N`` not of shape ``(N,)``,
+      or a concrete ``marginal_weight`` that is negative or not finite.
   """
+  if np.ndim(logits_NxC) != 2 or np.shape(mask_N) != np.shape(logits_NxC)[:1]:
+    raise ValueError(
+        "information_maximization needs logits_NxC (N, C) and mask_N (N,); got"
+        f" {np.shape(logits_NxC)} and {np.shape(mask_N)}.")
+  if not isinstance(marginal_weight, jax.core.Tracer):
+    check_real("marginal_weight", marginal_weight, low=0.0)
   spec = tree.explicit_spec(logits_NxC)
   if spec is not None:
     # Explicit axes weight the nodes only with a mask sharded like them.
@@ -178,6 +214,14 @@ def information_maximization(logits_NxC: jax.Array, mask_N: jax.Array,
 
 def adam_l2(learning_rate: float, weight_decay: float
             ) -> optax.GradientTransformation:
-  """torch's ``Adam(lr, weight_decay)``: L2 added to the gradient before Adam."""
+  """torch's ``Adam(lr, weight_decay)``: L2 added to the gradient before Adam.
+
+  Raises:
+    ValueError: a number (not a schedule) that is negative or not finite.
+  """
+  for name, value in (("learning_rate", learning_rate),
+                      ("weight_decay", weight_decay)):
+    if not callable(value) and not isinstance(value, jax.core.Tracer):
+      check_real(name, value, low=0.0)
   return optax.chain(optax.add_decayed_weights(weight_decay),
                      optax.adam(learning_rate))

@@ -48,12 +48,14 @@ evaluation (:func:`horizon_errors`, :func:`valid_prediction_time`,
 """
 
 import math
+import numbers
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxpapers import tree as tree_lib
+from jaxpapers._checks import check_int
 
 Params = Any
 PredictFn = Callable[[Params, jax.Array], jax.Array]
@@ -119,6 +121,10 @@ def _validated(predict_fn: PredictFn, params: Params, context: jax.Array,
         "context must be one example's state with a leading row axis (e.g."
         " (L, C)), got a scalar. vmap over a batch instead of passing it."
     )
+  if not jnp.issubdtype(jnp.result_type(context), jnp.floating):
+    raise TypeError(
+        "context must be a floating-point state (predictions are fed back"
+        f" into it, and J is taken along it); got {jnp.result_type(context)}.")
   out = jax.eval_shape(predict_fn, params, context)
   if not isinstance(out, jax.ShapeDtypeStruct) or not out.shape:
     raise ValueError(
@@ -132,7 +138,8 @@ def _validated(predict_fn: PredictFn, params: Params, context: jax.Array,
   num_rows = out.shape[0]
   if feedback_len is None:
     feedback_len = min(_MAX_DEFAULT_FEEDBACK_LEN, num_rows)
-  if not isinstance(feedback_len, int) or not 1 <= feedback_len <= num_rows:
+  if (not isinstance(feedback_len, numbers.Integral)
+      or isinstance(feedback_len, bool) or not 1 <= feedback_len <= num_rows):
     raise ValueError(
         f"feedback_len must be an int in [1, P_out={num_rows}] (the rows of"
         f" the prediction block fed back), got {feedback_len!r}."
@@ -396,8 +403,7 @@ def free_running_rollout(
     >>> free_running_rollout(predict, 1.0, jnp.zeros(3), 4)
     Array([1., 2., 3., 4.], dtype=float32)
   """
-  if not isinstance(horizon, int) or horizon < 1:
-    raise ValueError(f"horizon must be an int >= 1, got {horizon!r}.")
+  check_int("horizon", horizon, 1)
   checked = _validated(predict_fn, params, context, feedback, feedback_len)
   update, p = checked.feedback, checked.feedback_len
 
@@ -437,7 +443,7 @@ def teacher_forcing_loss(
     contexts: ``(B, ...)`` states.
     targets: ``(B, P_out, ...)`` the true next blocks, shaped like the
       predictions.
-    lam: the penalty weight (>= 0; checked when concrete).
+    lam: the penalty weight (finite, >= 0; checked when concrete).
     feedback: the state update, default :func:`shift_feedback`.
     feedback_len: rows fed back, default ``min(24, P_out)``.
 
@@ -457,9 +463,12 @@ def teacher_forcing_loss(
     (1.5, 1.0, 0.25)
   """
   _check_batch(contexts, targets)
+  _check_scalar(lam, "lam")
   try:
-    if not float(lam) >= 0:
-      raise ValueError(f"lam must be >= 0 (a penalty weight), got {lam!r}.")
+    # inf would turn a zero penalty into NaN (inf * 0).
+    if not (float(lam) >= 0 and math.isfinite(float(lam))):
+      raise ValueError(
+          f"lam must be >= 0 and finite (a penalty weight), got {lam!r}.")
   except jax.errors.ConcretizationTypeError:
     pass  # traced (e.g. vmapped over lambdas): cannot be checked here
   prediction = jax.eval_shape(predict_fn, params,
@@ -528,7 +537,7 @@ def _rollouts(predict_fn, params, contexts, targets, feedback, feedback_len):
 
 
 def _check_batch(contexts: jax.Array, targets: jax.Array) -> None:
-  """One target per context: the leading (batch) sizes must agree."""
+  """One target per context: the leading (batch) sizes must agree, and not be 0."""
   context_shape, target_shape = (tree_lib.shape_of(contexts),
                                  tree_lib.shape_of(targets))
   if not context_shape or not target_shape or (
@@ -537,6 +546,15 @@ def _check_batch(contexts: jax.Array, targets: jax.Array) -> None:
         "contexts and targets must share their leading (batch) axis, one"
         f" target per context; got {context_shape} and {target_shape}."
     )
+  if context_shape[0] == 0:
+    raise ValueError("contexts is empty: the batch axis has size 0 (a mean"
+                     " over no example is NaN).")
+
+
+def _check_scalar(value: Any, name: str) -> None:
+  if tree_lib.shape_of(value) != ():
+    raise ValueError(
+        f"{name} must be a scalar; got shape {tree_lib.shape_of(value)}.")
 
 
 class HorizonErrors(NamedTuple):
@@ -588,6 +606,10 @@ def _check_batch_of_horizons(predictions: jax.Array,
         f"targets must have the shape of predictions {pred_shape}, got"
         f" {target_shape}."
     )
+  if pred_shape[0] == 0 or pred_shape[1] == 0:
+    raise ValueError(
+        f"predictions is empty: shape {pred_shape} has no window or no"
+        " horizon step (a mean over nothing is NaN).")
 
 
 def valid_prediction_time(predictions: jax.Array, targets: jax.Array,
@@ -618,6 +640,7 @@ def valid_prediction_time(predictions: jax.Array, targets: jax.Array,
     Array([1, 3], dtype=int32)
   """
   _check_batch_of_horizons(predictions, targets)
+  _check_scalar(threshold, "threshold")
   try:
     if not float(threshold) >= 0:
       raise ValueError(f"threshold must be >= 0 (an RMS error), got"

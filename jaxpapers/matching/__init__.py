@@ -15,6 +15,7 @@ from jaxpapers.matching.quadtree import INSERT
 from jaxpapers.matching.quadtree import Matching
 from jaxpapers.matching.quadtree import MissingPointError
 from jaxpapers.matching.quadtree import Operations
+from jaxpapers.matching.quadtree import PointError
 from jaxpapers.matching.quadtree import QuadtreeState
 from jaxpapers.matching.quadtree import raise_errors
 from jaxpapers.matching.quadtree import ShiftedQuadtree

@@ -54,13 +54,19 @@ update touches one cell per level (``O(L d WINDOW)`` integer work) and keeps
 the per-level imbalance sums :math:`D_j = \sum_C |n_A(C) - n_B(C)|` as exact
 integers, so :math:`W_T` has no rounding drift.
 
-Errors. Deleting a point that is not present or inserting into a full side
-(or, with probability about :math:`2^{-32}` per new cell, a full window)
+Errors. Deleting a point that is not present, inserting into a full side
+(or, with probability about :math:`2^{-32}` per new cell, a full window) or
+inserting a point that is not finite or lies outside :math:`[0, R]^d`
 leaves the state unchanged and sets a bit of ``state.error``; called
-eagerly, :meth:`ShiftedQuadtree.insert`, :meth:`~ShiftedQuadtree.delete` and
-:meth:`~ShiftedQuadtree.apply` raise :class:`CapacityError` or
-:class:`MissingPointError` at once; under ``jit`` call :func:`raise_errors`
-on the result. A matching of unequal sides raises :class:`UnbalancedError`.
+eagerly, :meth:`ShiftedQuadtree.insert`, :meth:`~ShiftedQuadtree.delete`,
+:meth:`~ShiftedQuadtree.apply` and :meth:`~ShiftedQuadtree.build` raise
+:class:`CapacityError`, :class:`MissingPointError` or :class:`PointError` at
+once (a bad concrete point before any work); under ``jit`` or ``vmap`` call
+:func:`raise_errors` on the result. A point outside the box would be clipped
+into the grid, where :math:`W_T` no longer bounds the cost (it can fall below
+OPT), so a state that records one gives a NaN :meth:`~ShiftedQuadtree.tree_cost`
+and :meth:`~ShiftedQuadtree.matching_cost`: it no longer holds the point sets
+the caller meant. A matching of unequal sides raises :class:`UnbalancedError`.
 
 References:
   P. Indyk and N. Thaper, Fast image retrieval via embeddings, 3rd
@@ -79,8 +85,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
+from jaxpapers._checks import is_concrete
+
 INSERT, DELETE = 0, 1
-_CAPACITY_BIT, _MISSING_BIT, _TABLE_BIT, _INVALID_BIT = 1, 2, 4, 8
+_CAPACITY_BIT, _MISSING_BIT, _TABLE_BIT, _INVALID_BIT, _POINT_BIT = (
+    1, 2, 4, 8, 16)
 # Hash-table entries read per lookup. A level holds at most 2 capacity live
 # cells in T >= 4 capacity entries (load <= 1/2), so under an idealised
 # random hash a full window of 32 has probability about 2**-32 per new cell.
@@ -100,6 +111,10 @@ class UnbalancedError(ValueError):
   """A perfect matching requested between sides of unequal sizes."""
 
 
+class PointError(ValueError):
+  """An inserted point that is not finite or lies outside ``[0, domain]^d``."""
+
+
 class QuadtreeState(NamedTuple):
   """State of :class:`ShiftedQuadtree` (side 0 is A, side 1 is B).
 
@@ -116,8 +131,9 @@ class QuadtreeState(NamedTuple):
     imbalance: :math:`D_j` per level ``j = 1..L``, ``[L]`` int32.
     error: bit 1 a full side, bit 2 a deletion of a missing point, bit 4 a
       full hash-table window, bit 8 an operation whose side is not 0 or 1 or
-      whose kind is neither INSERT nor DELETE (the last three never set by
-      valid streams).
+      whose kind is neither INSERT nor DELETE, bit 16 an insertion of a point
+      that is not finite or lies outside ``[0, domain]^d`` (the last four
+      never set by valid streams). Each failed operation was skipped.
   """
 
   shift: jax.Array
@@ -164,12 +180,23 @@ def raise_errors(state: QuadtreeState) -> None:
   """Raises the named error that ``state.error`` records, if any (host side).
 
   Raises:
+    TypeError: ``state`` is not a :class:`QuadtreeState`.
+    PointError: an insertion's point was not finite or lay outside
+      ``[0, domain]^d``.
     CapacityError: an insertion found its side (or a hash window) full.
     MissingPointError: a deletion named a slot without a live point.
     ValueError: an operation named a side other than 0 and 1, or a kind
       other than INSERT and DELETE.
   """
-  error = int(np.max(np.asarray(state.error)))  # max: a vmapped batch
+  if not isinstance(state, QuadtreeState):
+    raise TypeError(
+        f"state must be a QuadtreeState; got {type(state).__name__}.")
+  # bitwise_or over a vmapped batch: every member's bits are reported.
+  error = int(np.bitwise_or.reduce(np.asarray(state.error), axis=None))
+  if error & _POINT_BIT:
+    raise PointError("insert: a point was not finite or lay outside"
+                     " [0, domain]^d (W_T would no longer bound the cost);"
+                     " the operation was skipped.")
   if error & _CAPACITY_BIT:
     raise CapacityError("insert: the side is full (all `capacity` slots are"
                         " live); the operation was skipped.")
@@ -184,9 +211,14 @@ def raise_errors(state: QuadtreeState) -> None:
                             " the operation was skipped.")
 
 
-def _is_concrete(*arrays) -> bool:
-  return not any(isinstance(x, jax.core.Tracer)
-                 for x in jax.tree.leaves(arrays))
+def _check_index(value, name: str) -> None:
+  """Raises ``ValueError`` unless ``value`` is an integer scalar (a side or slot)."""
+  if isinstance(value, int) and not isinstance(value, bool):
+    return  # the common eager case, without a dtype lookup
+  dtype = jnp.result_type(value)
+  if np.ndim(value) != 0 or not jnp.issubdtype(dtype, jnp.integer):
+    raise ValueError(f"{name} must be an integer scalar; got {dtype}"
+                     f"{list(np.shape(value))}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,13 +232,15 @@ class ShiftedQuadtree:
       :math:`\sum \|a - b\|_p^p`, ``p >= 1``.
     resolution: the finest cell side is at most this (:math:`\delta_{\min}`,
       in units of ``domain``): ``L = ceil(log2(1 / resolution)) + 1`` levels.
-    domain: the side ``R`` of the box the points lie in. Coordinates outside
-      ``[0, R]`` are clipped into the grid (the bound then no longer holds).
+    domain: the side ``R`` of the box the points lie in. A point outside
+      ``[0, R]^d`` (or not finite) is refused: it would be clipped into the
+      grid, where the bound no longer holds (see the module docstring).
 
   Raises:
-    ValueError: for a non-positive ``dim`` or ``capacity``, ``p < 1``, a
-      ``resolution`` outside ``(0, 1]`` or finer than ``2**-19``, or a
-      non-positive ``domain``.
+    ValueError: for a ``dim`` or ``capacity`` that is not a positive int, a
+      ``p`` that is not a finite number >= 1, a ``resolution`` outside
+      ``(0, 1]`` or finer than ``2**-19``, or a ``domain`` that is not a
+      finite number > 0.
 
   Example:
     >>> import jax, jax.numpy as jnp
@@ -231,11 +265,10 @@ class ShiftedQuadtree:
   domain: float = 1.0
 
   def __post_init__(self):
-    if not isinstance(self.dim, int) or self.dim < 1:
-      raise ValueError(f"dim must be a positive int; got {self.dim!r}.")
-    if not isinstance(self.capacity, int) or self.capacity < 1:
-      raise ValueError(
-          f"capacity must be a positive int; got {self.capacity!r}.")
+    for name in ("dim", "capacity"):
+      check_int(name, getattr(self, name), 1)
+    for name in ("p", "resolution", "domain"):
+      check_real(name, getattr(self, name))
     if not self.p >= 1:
       raise ValueError(f"p must be >= 1 (an l_p metric); got {self.p!r}.")
     if not 2.0 ** (1 - _MAX_LEVELS) <= self.resolution <= 1:
@@ -271,7 +304,16 @@ class ShiftedQuadtree:
 
     The finest level's coordinates are computed once and the coarser ones
     obtained by bit shifts, so the cells nest exactly.
+
+    Raises:
+      ValueError: ``shift`` or ``point`` is not a float ``[d]`` array.
+      PointError: a concrete ``point`` is not finite or lies outside
+        ``[0, domain]^d``. A traced one is clipped into the grid (its cell
+        is then not the point's own; the updates skip such points).
     """
+    self._check_point(shift, "shift", batched=False)
+    self._check_point(point, "point", batched=False)
+    self._check_values(point, "point")
     levels = self.num_levels
     finest = jnp.floor((point + shift) * (2.0 ** levels / (2 * self.domain)))
     finest = jnp.clip(finest, 0, 2 ** levels - 1).astype(jnp.int32)
@@ -281,7 +323,19 @@ class ShiftedQuadtree:
   # --------------------------------------------------------------- state --
 
   def init(self, key: jax.Array) -> QuadtreeState:
-    """An empty structure with its shift drawn from ``key``."""
+    """An empty structure with its shift drawn from ``key``.
+
+    Raises:
+      TypeError: ``key`` is neither a typed PRNG key (``jax.random.key``) nor
+        a raw ``uint32[2]`` key (``jax.random.PRNGKey``).
+    """
+    dtype, shape = getattr(key, "dtype", None), np.shape(key)
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype,
+                                                        jax.dtypes.prng_key)
+    if not ((typed and shape == ()) or (dtype == jnp.uint32 and shape == (2,))):
+      got = (type(key).__name__ if dtype is None
+             else f"{dtype}{list(shape)}")
+      raise TypeError(f"key must be one PRNG key (jax.random.key); got {got}.")
     d, cap, levels, size = (self.dim, self.capacity, self.num_levels,
                             self.table_size)
     shift = jax.random.uniform(key, (d,), maxval=self.domain)
@@ -306,14 +360,62 @@ class ShiftedQuadtree:
 
   def sizes(self, state: QuadtreeState) -> jax.Array:
     """``[|A|, |B|]``, the live points per side."""
+    self._check_state(state)
     return self.capacity - state.num_free
+
+  def _check_state(self, state) -> None:
+    """Raises unless ``state`` has this structure's shapes (one structure: under ``vmap``, per member)."""
+    if not isinstance(state, QuadtreeState):
+      raise TypeError(
+          f"state must be a QuadtreeState; got {type(state).__name__}.")
+    d, cap, levels, size = (self.dim, self.capacity, self.num_levels,
+                            self.table_size)
+    expected = QuadtreeState(
+        shift=(d,), points_sd=(2, cap, d), alive_s=(2, cap),
+        cell_sl=(2, cap, levels), free_s=(2, cap), num_free=(2,),
+        cell_keys=(levels, size, d), cell_counts=(levels, size, 2),
+        imbalance=(levels,), error=())
+    for name, array, shape in zip(QuadtreeState._fields, state, expected):
+      if np.shape(array) != shape:
+        raise ValueError(
+            f"state.{name} has shape {list(np.shape(array))}, not this"
+            f" structure's {list(shape)} (a state of another ShiftedQuadtree,"
+            " or a vmapped batch outside vmap?).")
 
   def _check_point(self, point: jax.Array, name: str, batched: bool) -> None:
     shape = point.shape[1:] if batched else point.shape
-    if shape != (self.dim,) or not jnp.issubdtype(point.dtype, jnp.floating):
+    if (point.ndim != (2 if batched else 1) or shape != (self.dim,)
+        or not jnp.issubdtype(point.dtype, jnp.floating)):
       raise ValueError(
           f"{name} must be a float array of shape {'[B, ' if batched else '['}"
           f"{self.dim}]; got {point.dtype}{list(point.shape)}.")
+
+  def _in_box(self, point):
+    """Whether each ``[..., d]`` point is finite and inside ``[0, domain]^d`` (numpy or jax)."""
+    xp = np if isinstance(point, np.ndarray) else jnp
+    return xp.all(xp.isfinite(point) & (point >= 0) & (point <= self.domain),
+                  axis=-1)
+
+  def _check_values(self, point, name: str, rows=None) -> None:
+    """Raises :class:`PointError` for a concrete point outside the box.
+
+    ``point`` is one ``[d]`` point or a ``[B, d]`` batch; ``rows`` (a bool
+    mask) limits the check to those rows (the insertions of a batch). Traced
+    points are left to the update, which skips them and sets the error bit.
+    """
+    if not is_concrete(point):
+      return
+    values = np.asarray(point)
+    bad = np.atleast_1d(~self._in_box(values))
+    if rows is not None:
+      bad &= rows
+    if bad.any():
+      first = int(np.flatnonzero(bad)[0])
+      where = "" if values.ndim == 1 else f"[{first}]"
+      raise PointError(
+          f"{name}{where} = {np.atleast_2d(values)[first].tolist()} must be"
+          f" finite and lie in [0, {self.domain}]^{self.dim}: outside the box"
+          f" W_T no longer bounds the cost ({int(bad.sum())} such points).")
 
   # ------------------------------------------------------------- updates --
 
@@ -347,14 +449,18 @@ class ShiftedQuadtree:
     is_insert = kind == INSERT
     top = state.num_free[side] - 1
     asked = jnp.clip(slot, 0, cap - 1)
-    insert_ok = valid & is_insert & (top >= 0)
+    # A point outside the box would be clipped into a wrong cell (W_T then
+    # no longer bounds the cost): it is skipped and recorded like a full side.
+    point_ok = self._in_box(point)
+    insert_ok = valid & is_insert & (top >= 0) & point_ok
     delete_ok = (valid & ~is_insert & (slot >= 0) & (slot < cap)
                  & state.alive_s[side, asked])
     slot = jnp.where(is_insert, state.free_s[side, jnp.maximum(top, 0)], asked)
     coords_ld = self.cell_coords(state.shift, point)
     probed_l, room_l = jax.vmap(self._locate)(state.cell_keys,
                                               state.cell_counts, coords_ld)
-    insert_ok &= jnp.all(room_l)
+    room = jnp.all(room_l)
+    insert_ok &= room
     ok = insert_ok | delete_ok
     entry_l = jnp.where(is_insert, probed_l, state.cell_sl[side, slot])
     old_l2 = state.cell_counts[levels, entry_l]
@@ -365,7 +471,8 @@ class ShiftedQuadtree:
     error = jnp.where(
         valid,
         jnp.where(is_insert & (top < 0), _CAPACITY_BIT, 0)
-        | jnp.where(is_insert & (top >= 0) & ~insert_ok, _TABLE_BIT, 0)
+        | jnp.where(is_insert & ~point_ok, _POINT_BIT, 0)
+        | jnp.where(is_insert & (top >= 0) & point_ok & ~room, _TABLE_BIT, 0)
         | jnp.where(~is_insert & ~delete_ok, _MISSING_BIT, 0),
         _INVALID_BIT)
     return state._replace(
@@ -392,17 +499,28 @@ class ShiftedQuadtree:
       ``(state, slot)``: the new state and the slot the point occupies.
 
     Raises:
-      ValueError: ``point`` is not a float ``[d]`` array (at trace time), or
-        called eagerly with a ``side`` other than 0 and 1 (under ``jit`` the
-        insertion is skipped and recorded in ``state.error``).
+      TypeError, ValueError: ``state`` is not a state of this structure,
+        ``point`` is not a float ``[d]`` array or ``side`` not an integer
+        scalar (at trace time); or called eagerly with a ``side`` other than
+        0 and 1 (under ``jit`` the insertion is skipped and recorded in
+        ``state.error``).
+      PointError: a concrete ``point`` that is not finite or lies outside
+        ``[0, domain]^d``, before any work (a traced one is skipped and
+        recorded in ``state.error``; see the module docstring).
       CapacityError: called eagerly on a full side (under ``jit`` the
         insertion is skipped and recorded in ``state.error``).
     """
-    self._check_point(jnp.asarray(point), "point", batched=False)
+    self._check_state(state)
+    point = jnp.asarray(point)
+    self._check_point(point, "point", batched=False)
+    _check_index(side, "side")
+    if point.dtype != state.points_sd.dtype:
+      point = point.astype(state.points_sd.dtype)
+    self._check_values(point, "point")
     new, slot = _compiled_update(self, state, jnp.int32(INSERT),
                                  jnp.asarray(side, jnp.int32), jnp.int32(0),
-                                 jnp.asarray(point, state.points_sd.dtype))
-    if _is_concrete(new):
+                                 point)
+    if is_concrete(new):
       raise_errors(new)
     return new, slot
 
@@ -413,14 +531,19 @@ class ShiftedQuadtree:
     Raises:
       MissingPointError: called eagerly on a slot without a live point
         (under ``jit`` the deletion is skipped and recorded in ``state.error``).
-      ValueError: called eagerly with a ``side`` other than 0 and 1 (under
-        ``jit``, skipped and recorded as well).
+      TypeError, ValueError: ``state`` is not a state of this structure, or
+        ``side`` or ``slot`` not an integer scalar (at trace time); called
+        eagerly with a ``side`` other than 0 and 1 (under ``jit``, skipped
+        and recorded as well).
     """
+    self._check_state(state)
+    _check_index(side, "side")
+    _check_index(slot, "slot")
     new, _ = _compiled_update(self, state, jnp.int32(DELETE),
                               jnp.asarray(side, jnp.int32),
                               jnp.asarray(slot, jnp.int32),
                               jnp.zeros(self.dim, state.points_sd.dtype))
-    if _is_concrete(new):
+    if is_concrete(new):
       raise_errors(new)
     return new
 
@@ -432,27 +555,42 @@ class ShiftedQuadtree:
       ``(state, slots)``: per operation the slot inserted into or deleted.
 
     Raises:
-      ValueError: ``ops.point`` is not a float ``[B, d]`` array or
-        ``ops.kind``/``side``/``slot`` not int ``[B]`` arrays; called
-        eagerly, an operation with a side other than 0/1 or a kind other than
-        INSERT/DELETE (skipped and recorded under ``jit``).
+      TypeError, ValueError: ``state`` is not a state of this structure,
+        ``ops`` not :class:`Operations`, ``ops.point`` not a float ``[B, d]``
+        array or ``ops.kind``/``side``/``slot`` not int ``[B]`` arrays;
+        called eagerly, an operation with a side other than 0/1 or a kind
+        other than INSERT/DELETE (skipped and recorded under ``jit``).
+      PointError: a concrete insertion's point that is not finite or lies
+        outside ``[0, domain]^d``, before any work (deletions ignore their
+        point; traced points are skipped and recorded).
       CapacityError, MissingPointError: called eagerly, when an operation
         failed (it was skipped; the others were applied).
     """
+    if not isinstance(ops, Operations):
+      raise TypeError(f"ops must be Operations; got {type(ops).__name__}.")
+    self._check_state(state)
+    ops = Operations(*(jnp.asarray(field) for field in ops))
     self._check_point(ops.point, "ops.point", batched=True)
     for name in ("kind", "side", "slot"):
-      field = jnp.asarray(getattr(ops, name))
+      field = getattr(ops, name)
       if field.shape != ops.point.shape[:1] or not jnp.issubdtype(
           field.dtype, jnp.integer):
         raise ValueError(
             f"ops.{name} must be an int array of shape"
             f" [{ops.point.shape[0]}] (one per ops.point row); got"
             f" {field.dtype}{list(field.shape)}.")
-    new, slots = _compiled_apply(self, state, ops._replace(
+    ops = ops._replace(
         kind=ops.kind.astype(jnp.int32), side=ops.side.astype(jnp.int32),
         slot=ops.slot.astype(jnp.int32),
-        point=ops.point.astype(state.points_sd.dtype)))
-    if _is_concrete(new):
+        point=ops.point.astype(state.points_sd.dtype))
+    if is_concrete(ops.kind):
+      self._check_values(ops.point, "ops.point",
+                         rows=np.asarray(ops.kind) == INSERT)
+    return self._run(state, ops)
+
+  def _run(self, state, ops):
+    new, slots = _compiled_apply(self, state, ops)
+    if is_concrete(new):
       raise_errors(new)
     return new, slots
 
@@ -465,30 +603,45 @@ class ShiftedQuadtree:
     """A structure holding ``points_a`` in A slots 0.. and ``points_b`` in B slots 0...
 
     Raises:
+      TypeError: ``key`` is not one PRNG key.
       ValueError: ``points_a`` or ``points_b`` is not a float ``[n, d]``
         array.
+      PointError: a concrete point that is not finite or lies outside
+        ``[0, domain]^d``, before any work (traced ones are skipped and
+        recorded in ``state.error``).
       CapacityError: called eagerly with more points than ``capacity``.
     """
-    self._check_point(points_a, "points_a", batched=True)
-    self._check_point(points_b, "points_b", batched=True)
-    points = jnp.concatenate([points_a, points_b])
+    state = self.init(key)
+    points_a, points_b = jnp.asarray(points_a), jnp.asarray(points_b)
+    for name, points in (("points_a", points_a), ("points_b", points_b)):
+      self._check_point(points, name, batched=True)
+      self._check_values(points.astype(state.points_sd.dtype), name)
+    points = jnp.concatenate([points_a, points_b]).astype(
+        state.points_sd.dtype)
     sides = jnp.concatenate([jnp.zeros(len(points_a), jnp.int32),
                              jnp.ones(len(points_b), jnp.int32)])
     ops = Operations(jnp.full(len(points), INSERT, jnp.int32), sides,
                      jnp.zeros(len(points), jnp.int32), points)
-    return self.apply(self.init(key), ops)[0]
+    return self._run(state, ops)[0]
 
   # ------------------------------------------------------------- queries --
 
   def tree_cost(self, state: QuadtreeState) -> jax.Array:
-    r""":math:`W_T = \sum_j w_j D_j + w_\mathrm{leaf} (|A| + |B|)`, an upper bound on :math:`W_p^p` for :math:`|A| = |B|`."""
+    r""":math:`W_T = \sum_j w_j D_j + w_\mathrm{leaf} (|A| + |B|)`, an upper bound on :math:`W_p^p` for :math:`|A| = |B|`.
+
+    NaN when ``state.error`` records a skipped bad point (bit 16): the
+    structure then lacks a point the caller inserted, and its finite
+    :math:`W_T` could fall below the intended OPT.
+    """
+    self._check_state(state)
     return _compiled_tree_cost(self, state)
 
   def _tree_cost(self, state: QuadtreeState) -> jax.Array:
     weights, leaf = self.edge_weights()
     dtype = state.points_sd.dtype
-    return (jnp.dot(jnp.asarray(weights, dtype), state.imbalance.astype(dtype))
+    cost = (jnp.dot(jnp.asarray(weights, dtype), state.imbalance.astype(dtype))
             + leaf * jnp.sum(self.sizes(state)).astype(dtype))
+    return jnp.where((state.error & _POINT_BIT) != 0, jnp.nan, cost)
 
   def greedy_matching(self, state: QuadtreeState) -> Matching:
     """The greedy bottom-up matching (``O(n L log n)``: one sort per level).
@@ -498,9 +651,11 @@ class ShiftedQuadtree:
     ``|A| != |B|`` the surplus stays unmatched at the root (-1).
 
     Raises:
+      TypeError, ValueError: ``state`` is not a state of this structure.
       UnbalancedError: called eagerly with ``|A| != |B|``.
     """
-    if _is_concrete(state.num_free):
+    self._check_state(state)
+    if is_concrete(state.num_free):
       num_a, num_b = np.asarray(self.sizes(state)).tolist()
       if num_a != num_b:
         raise UnbalancedError(
@@ -549,15 +704,57 @@ class ShiftedQuadtree:
 
   def matching_cost(self, state: QuadtreeState, matching: Matching
                     ) -> jax.Array:
-    r""":math:`\sum_{(a, b) \in M} \|a - b\|_p^p` over the matched A slots."""
+    r""":math:`\sum_{(a, b) \in M} \|a - b\|_p^p` over the matched A slots.
+
+    A pair must join a live A slot to a live B slot (-1: unmatched). Traced,
+    a pair that does not (an id outside ``[-1, capacity)`` or a free slot,
+    whose stale coordinates would be read) makes the cost NaN, and so does a
+    state that records a skipped bad point (see :meth:`tree_cost`).
+
+    Raises:
+      TypeError, ValueError: ``state`` is not a state of this structure,
+        ``matching`` not a :class:`Matching` of two int ``[capacity]``
+        arrays, or (concrete) a pair that does not join live slots.
+    """
+    self._check_state(state)
+    if not isinstance(matching, Matching):
+      raise TypeError(
+          f"matching must be a Matching; got {type(matching).__name__}.")
+    for name, ids in zip(Matching._fields, matching):
+      dtype = jnp.result_type(ids)
+      if np.shape(ids) != (self.capacity,) or not jnp.issubdtype(
+          dtype, jnp.integer):
+        raise ValueError(f"matching.{name} must be an int array of shape"
+                         f" [{self.capacity}]; got {dtype}"
+                         f"{list(np.shape(ids))}.")
+    if is_concrete(state.alive_s, matching.partner_of_a):
+      partner, alive = (np.asarray(matching.partner_of_a),
+                        np.asarray(state.alive_s))
+      bad = ~self._pairs_ok(partner, alive)
+      if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"matching.partner_of_a[{first}] = {int(partner[first])} does not"
+            f" join a live A slot to a live B slot in [0, {self.capacity})"
+            f" ({int(bad.sum())} such pairs; -1 marks an unmatched slot).")
     return _compiled_matching_cost(self, state, matching)
+
+  def _pairs_ok(self, partner, alive):
+    """Per A slot: unmatched (-1), or a live A slot matched to a live B slot (numpy or jax)."""
+    xp = np if isinstance(partner, np.ndarray) else jnp
+    in_range = (partner >= 0) & (partner < self.capacity)
+    b_alive = alive[1][xp.clip(partner, 0, self.capacity - 1)]
+    return (partner == -1) | (in_range & alive[0] & b_alive)
 
   def _matching_cost(self, state: QuadtreeState, matching: Matching
                      ) -> jax.Array:
     partner = matching.partner_of_a
     b_nd = state.points_sd[1, jnp.maximum(partner, 0)]
     cost = jnp.sum(jnp.abs(state.points_sd[0] - b_nd) ** self.p, axis=-1)
-    return jnp.sum(jnp.where(partner >= 0, cost, 0))
+    total = jnp.sum(jnp.where(partner >= 0, cost, 0))
+    valid = (jnp.all(self._pairs_ok(partner, state.alive_s))
+             & ((state.error & _POINT_BIT) == 0))
+    return jnp.where(valid, total, jnp.nan)
 
 
 # Compiled once per structure (hashable: its fields), so that eager calls are

@@ -8,12 +8,15 @@ z-normalised training data. Both are translation-equivariant in time-series
 level: adding a constant to every row of the window adds it to the forecast.
 """
 
+import numbers
+
 from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
 
 
 def moving_average(x_LxC: jax.Array, kernel: int) -> jax.Array:
@@ -32,7 +35,8 @@ def moving_average(x_LxC: jax.Array, kernel: int) -> jax.Array:
   if jnp.ndim(x_LxC) != 2:
     raise ValueError(f"x_LxC must have shape (L, C), got {jnp.shape(x_LxC)}.")
   num_rows = x_LxC.shape[0]
-  if not 1 <= kernel <= num_rows:
+  if (not isinstance(kernel, numbers.Integral) or isinstance(kernel, bool)
+      or not 1 <= kernel <= num_rows):
     raise ValueError(f"kernel must lie in [1, L={num_rows}], got {kernel}.")
   spec = tree.explicit_spec(x_LxC)
   # Rows sharded along Explicit axes are summed over; channels keep theirs.
@@ -90,7 +94,7 @@ class MLPForecaster(nnx.Module):
     if len(hidden) != 2:
       raise ValueError(f"hidden must hold two widths, got {hidden}.")
     _check_sizes(lookback=lookback, channels=channels, out_rows=out_rows,
-                 hidden_width=min(hidden))
+                 **{"hidden[0]": hidden[0], "hidden[1]": hidden[1]})
     self.lookback, self.channels = lookback, channels
     self.out_rows = out_rows
     self.hidden1 = nnx.Linear(lookback * channels, hidden[0], rngs=rngs)
@@ -110,8 +114,7 @@ class MLPForecaster(nnx.Module):
 
 def _check_sizes(**sizes):
   for name, value in sizes.items():
-    if value < 1:
-      raise ValueError(f"{name} must be >= 1, got {value}.")
+    check_int(name, value, 1)
 
 
 def _check_window(window_LxC, lookback, channels):

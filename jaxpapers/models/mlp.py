@@ -5,6 +5,8 @@ Weights are Kaiming-normal (fan-in, gain sqrt(2)) times ``init_scale``;
 biases start at zero, as in the EoSS authors' presets.
 """
 
+import math
+import numbers
 from typing import Sequence
 
 import jax
@@ -22,15 +24,25 @@ def init_mlp(
     init_scale: float = 1.0,
     dtype: jnp.dtype = jnp.float32,
 ) -> MLPParams:
-  """Initialises an MLP with widths ``layer_sizes = (d_in, h_1, ..., d_out)``."""
+  """Initialises an MLP with widths ``layer_sizes = (d_in, h_1, ..., d_out)``.
+
+  Raises:
+    TypeError: a non-floating ``dtype``.
+    ValueError: fewer than two widths, a width that is not an int >= 1, or a
+      non-finite ``init_scale`` (every weight would be NaN or inf).
+  """
   if not jnp.issubdtype(dtype, jnp.floating):
     # Casting He-normal weights to an integer type would round them to 0.
     raise TypeError(f"dtype must be a real floating dtype, got {jnp.dtype(dtype)}.")
-  if len(layer_sizes) < 2 or any(int(s) < 1 for s in layer_sizes):
+  if len(layer_sizes) < 2 or not all(
+      isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 1
+      for s in layer_sizes):
     raise ValueError(
         "layer_sizes needs at least an input and an output width, all >= 1;"
         f" got {tuple(layer_sizes)}."
     )
+  if not math.isfinite(init_scale):
+    raise ValueError(f"init_scale must be finite; got {init_scale}.")
   keys = jax.random.split(key, len(layer_sizes) - 1)
   params = []
   for k, d_in, d_out in zip(keys, layer_sizes[:-1], layer_sizes[1:]):
@@ -45,10 +57,20 @@ def init_mlp(
 def apply_mlp(params: MLPParams, x: jax.Array) -> jax.Array:
   """Forward pass: ReLU between layers, linear output. ``x``: ``(..., d_in)``.
 
-  Raises ``ValueError`` for no layers or a width of ``x`` other than d_in.
+  Raises ``ValueError`` for no layers, layers whose widths do not chain
+  (``w`` of layer i ``(d_i, d_{i+1})``, ``b`` ``(d_{i+1},)``) or a width of
+  ``x`` other than d_in.
   """
   if not params:
     raise ValueError("params must hold at least one layer.")
+  width = jnp.shape(params[0]["w"])[0]
+  for index, layer in enumerate(params):
+    w_shape, b_shape = jnp.shape(layer["w"]), jnp.shape(layer["b"])
+    if len(w_shape) != 2 or w_shape[0] != width or b_shape != w_shape[1:]:
+      raise ValueError(
+          f"params[{index}] must hold w ({width}, d_out) and b (d_out,); got"
+          f" w {w_shape} and b {b_shape}.")
+    width = w_shape[1]
   d_in = jnp.shape(params[0]["w"])[0]
   if jnp.ndim(x) < 1 or jnp.shape(x)[-1] != d_in:
     raise ValueError(

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +42,7 @@ class TransformerConfig:
   def __post_init__(self):
     for name in ("vocab_size", "max_len", "d_model", "num_heads", "num_layers",
                  "d_ff"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+      check_int(name, getattr(self, name), 1)
     if self.d_model % self.num_heads:
       raise ValueError(
           f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}."
@@ -80,8 +80,7 @@ def attention_mask(segment_ids_BxL: jax.Array | None, length: int) -> jax.Array:
 
   Raises ``ValueError`` unless ``length >= 1`` and the ids are ``(B, length)``.
   """
-  if length < 1:
-    raise ValueError(f"length must be >= 1, got {length}.")
+  check_int("length", length, 1)
   if segment_ids_BxL is not None and (
       jnp.ndim(segment_ids_BxL) != 2
       or jnp.shape(segment_ids_BxL)[1] != length):

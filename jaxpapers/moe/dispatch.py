@@ -30,6 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 
 
 class ExpertWeights(NamedTuple):
@@ -71,13 +73,15 @@ def swiglu(x_NxD: jax.Array, gate_DxF: jax.Array, up_DxF: jax.Array,
 
 def expert_capacity(length: int, k: int, num_experts: int,
                     capacity_factor: float) -> int:
-  """Slots per expert and sequence: ``ceil(L * k * capacity_factor / E)``."""
+  """Slots per expert and sequence: ``ceil(L * k * capacity_factor / E)``.
+
+  ``ValueError`` unless the counts are ints >= 1 and ``capacity_factor`` is
+  finite and > 0.
+  """
   for name, value in (("length", length), ("k", k),
                       ("num_experts", num_experts)):
-    if value < 1:
-      raise ValueError(f"{name} must be >= 1, got {value}.")
-  if capacity_factor <= 0:
-    raise ValueError(f"capacity_factor must be > 0, got {capacity_factor}.")
+    check_int(name, value, 1)
+  check_real("capacity_factor", capacity_factor, low=0.0, low_open=True)
   return max(1, math.ceil(length * k * capacity_factor / num_experts))
 
 
@@ -151,6 +155,13 @@ def dropless_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
     so an id outside ``[0, E_local)`` is a ``ValueError``.
   """
   check_dispatch_inputs(x_BxLxD, experts_BxLxK, gates_BxLxK, weights)
+  # Named before any work is done.
+  if grouped_matmul not in ("ragged_dot", "blocked"):
+    raise ValueError(
+        "grouped_matmul must be 'ragged_dot' or 'blocked', got"
+        f" {grouped_matmul!r}."
+    )
+  check_int("block_size", block_size, 1)
   batch, length, d_model = x_BxLxD.shape
   k = experts_BxLxK.shape[-1]
   num_local = weights.gate.shape[0]
@@ -172,13 +183,8 @@ def dropless_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
   x_sorted = x_BxLxD.reshape(batch * length, d_model)[order // k]
   if grouped_matmul == "ragged_dot":
     y_sorted = _swiglu_ragged_dot(x_sorted, group_sizes, weights)
-  elif grouped_matmul == "blocked":
-    y_sorted = _swiglu_blocked(x_sorted, group_sizes, weights, block_size)
   else:
-    raise ValueError(
-        "grouped_matmul must be 'ragged_dot' or 'blocked', got"
-        f" {grouped_matmul!r}."
-    )
+    y_sorted = _swiglu_blocked(x_sorted, group_sizes, weights, block_size)
   gates_sorted = jnp.where(is_local, gates_BxLxK.reshape(-1), 0)[order]
   weighted = y_sorted * gates_sorted[:, None].astype(y_sorted.dtype)
   inverse = jnp.zeros_like(order).at[order].set(
@@ -211,8 +217,7 @@ def capacity_experts(x_BxLxD: jax.Array, experts_BxLxK: jax.Array,
     with ``expert_offset=0`` refuses ids outside ``[0, E_local)``.
   """
   check_dispatch_inputs(x_BxLxD, experts_BxLxK, gates_BxLxK, weights)
-  if capacity < 1:
-    raise ValueError(f"capacity must be >= 1, got {capacity}.")
+  check_int("capacity", capacity, 1)
   batch, length, _ = x_BxLxD.shape
   k = experts_BxLxK.shape[-1]
   num_local = weights.gate.shape[0]
@@ -275,8 +280,6 @@ def _swiglu_ragged_dot(x_MxD, group_sizes, weights):
 
 def _swiglu_blocked(x_MxD, group_sizes, weights, block_size):
   """Grouped SwiGLU on groups padded to whole blocks; rows past the groups give 0."""
-  if block_size < 1:
-    raise ValueError(f"block_size must be >= 1, got {block_size}.")
   num_rows, d_model = x_MxD.shape
   num_groups = group_sizes.shape[0]
   # Padding adds at most block_size - 1 rows per group: a static bound.

@@ -47,6 +47,8 @@ import numpy as np
 
 from jaxpapers import tree
 from jaxpapers.moe.dispatch import capacity_experts
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 from jaxpapers.moe.dispatch import dropless_experts
 from jaxpapers.moe.dispatch import expert_capacity
 from jaxpapers.moe.dispatch import ExpertWeights
@@ -110,9 +112,8 @@ class MoEConfig:
         raise ValueError(
             f"{name} must be one of {allowed}, got {getattr(self, name)!r}."
         )
-    for name in ("num_experts", "d_hidden", "block_size"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+    for name in ("num_experts", "d_hidden", "block_size", "k"):
+      check_int(name, getattr(self, name), 1)
     if not 1 <= self.k <= self.num_experts:
       raise ValueError(
           f"k must lie in [1, num_experts = {self.num_experts}], got {self.k}."
@@ -123,10 +124,7 @@ class MoEConfig:
       check_pool_size(self.pool_size, self.k, self.num_experts)
     if self.eval_pool_size is not None:
       check_pool_size(self.eval_pool_size, self.k, self.num_experts)
-    if self.capacity_factor <= 0:
-      raise ValueError(
-          f"capacity_factor must be > 0, got {self.capacity_factor}."
-      )
+    check_real("capacity_factor", self.capacity_factor, low=0.0, low_open=True)
 
   @property
   def pool_range(self) -> tuple[int, int]:
@@ -219,7 +217,17 @@ class MoE(nnx.Module):
                segment_ids_BxL: jax.Array | None = None
                ) -> tuple[jax.Array, dict[str, jax.Array]]:
     config = self.config
+    d_model = self.router.shape[0]
+    if np.ndim(x_BxLxD) != 3 or np.shape(x_BxLxD)[-1] != d_model:
+      raise ValueError(
+          f"x_BxLxD must have shape (B, L, D) with D = {d_model} (the layer's"
+          f" width); got {np.shape(x_BxLxD)}.")
     batch, length, _ = x_BxLxD.shape
+    if segment_ids_BxL is not None and np.shape(segment_ids_BxL) != (
+        batch, length):
+      raise ValueError(
+          f"segment_ids_BxL must have shape (B, L) = {(batch, length)}; got"
+          f" {np.shape(segment_ids_BxL)}.")
     if segment_ids_BxL is None:
       segment_ids_BxL = jnp.zeros((batch, length), jnp.int32)
     forward = functools.partial(_forward, config=config)

@@ -27,6 +27,7 @@ References:
   arXiv:2605.06663, 2026.
 """
 
+import math
 from typing import Mapping
 
 import jax
@@ -142,8 +143,9 @@ def training_loss(logits_BxLxV: jax.Array, targets_BxL: jax.Array,
   for name, weight in (("lm_z_weight", lm_z_weight),
                        ("load_balance_weight", load_balance_weight),
                        ("router_z_weight", router_z_weight)):
-    if weight < 0:
-      raise ValueError(f"{name} must be >= 0, got {weight}.")
+    # "not >= 0" refuses NaN too; inf would turn a zero loss into NaN.
+    if not (weight >= 0 and math.isfinite(weight)):
+      raise ValueError(f"{name} must be >= 0 and finite, got {weight}.")
   missing = sorted({"load_balance", "router_z"} - set(aux))
   if missing:
     raise ValueError(

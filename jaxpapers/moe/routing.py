@@ -327,7 +327,8 @@ def _check_logits(logits):
 
 
 def _check_k(k, num_experts, what):
-  if not 1 <= k <= num_experts:
+  if (not isinstance(k, (int, np.integer)) or isinstance(k, bool)
+      or not 1 <= k <= num_experts):
     raise ValueError(f"k must lie in [1, {what} = {num_experts}], got {k}.")
 
 

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers._checks import check_int
 from jaxpapers.moe.layer import MoE
 
 
@@ -104,6 +105,7 @@ def select_experts(model: nnx.Module, tokens_BxL: jax.Array,
     (3, (3, 8, 8))
   """
   layers = moe_layers(model)
+  check_int("num_experts", num_experts, 1)
   for layer in layers:
     if not 1 <= num_experts <= layer.config.num_experts:
       raise ValueError(

@@ -28,11 +28,22 @@ N = 100 costs 100 times N = 1, where enumerating the :math:`100^N` worlds
 explodes. Max-product on the same chain gives the MAP assignment (Viterbi),
 forward filtering then backward sampling an exact posterior sample (FFBS).
 
-Labels that no digits can produce (a top digit above 1, a digit outside
-0..9, or a sum above :math:`2(10^N - 1)`) are *infeasible*: they get
-``log_z = -inf``, zero marginals and zero weight, never a NaN
-(:func:`sum_to_digits` raises :class:`UnreachableSumError` for them on the
-host).
+Labels of digits in 0..9 that no digits can produce (a top digit above 1,
+or a sum above :math:`2(10^N - 1)`) are *infeasible*: every method gives
+them ``log_z = -inf`` and zero marginals, never a NaN (:func:`sum_to_digits`
+raises :class:`UnreachableSumError` for them on the host). So does
+zero-probability evidence, a feasible label whose every world has a -inf
+log-probability. A label digit outside 0..9 is not a label at all: refused
+with a ``ValueError`` when concrete; a traced one gives NaN ``log_z``,
+marginals and MAP log-probability (the digits ``map_assignment`` and
+``sample`` return for it, or for a ``log_z = -inf`` label, mean nothing).
+
+Everything runs in log space on centred numbers: each position's transfer
+matrix is taken relative to its best digit pair, each message relative to
+its max (the shifts summed into log Z), and each symbol's marginal is
+normalised on its own. So float32 marginals sum to 1 up to rounding, never
+exceed 1 and keep ties exact whatever |log Z| (-1e3 at N = 100 and logits
+of 20, -1e30 at logits of 1e30).
 
 Source status: the E-step / M-step split is EM-NeSy's (Seibt, De Raedt and
 Marra, 2026, abstract); **reconstruction** (ours, ``docs/em_nesy.md``): this
@@ -55,6 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers._checks import check_int
 
 NUM_VALUES = 10
 
@@ -82,19 +94,41 @@ def _carry_mask(label_digits_N: jax.Array) -> jax.Array:
   return digit_ok & jnp.asarray(_CARRY_OK)[None]
 
 
-def _lse(x: jax.Array, axis) -> jax.Array:
-  """``logsumexp`` whose gradient is 0, not NaN, where every term is -inf.
-
-  Impossible carries make whole message entries -inf; with
-  ``jax.nn.logsumexp`` their zero cotangent times 0/0 would leak NaN into
-  the gradient of the feasible terms beside them.
-  """
+def _max_shift(x: jax.Array, axis) -> jax.Array:
+  """The (gradient-free) max of ``x`` along ``axis``, kept; 0 where not finite."""
   shift = jax.lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True))
-  shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
-  total = jnp.sum(jnp.exp(x - shift), axis=axis)
-  positive = total > 0
-  return jnp.where(positive, jnp.log(jnp.where(positive, total, 1.0))
-                   + jnp.squeeze(shift, axis), -jnp.inf)
+  return jnp.where(jnp.isfinite(shift), shift, 0.0)
+
+
+def _log_sum(x: jax.Array, axis, shift: jax.Array) -> jax.Array:
+  """``log sum exp(x - shift)`` along ``axis`` (kept), -inf where every term is.
+
+  Its gradient is 0, not NaN, where every term is -inf: impossible carries
+  make whole message entries -inf, and with ``jax.nn.logsumexp`` their
+  zero cotangent times 0/0 would leak NaN into the gradient of the feasible
+  terms beside them. A NaN term gives NaN (never -inf: a NaN must not read
+  as "impossible").
+  """
+  total = jnp.sum(jnp.exp(x - shift), axis=axis, keepdims=True)
+  empty = total == 0
+  return jnp.where(empty, -jnp.inf, jnp.log(jnp.where(empty, 1.0, total)))
+
+
+def _lse(x: jax.Array, axis) -> jax.Array:
+  """``logsumexp`` along ``axis`` (removed), NaN-free in value and gradient; see :func:`_log_sum`."""
+  shift = _max_shift(x, axis)
+  return jnp.squeeze(_log_sum(x, axis, shift) + shift, axis)
+
+
+def _centre(log_x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """``(log_x - c, c)`` with ``c`` the (gradient-free) max of the last axis.
+
+  A message centred so that its largest entry is 0: O(1) numbers whatever
+  the magnitude of what came before, ties exact. All -inf stays all -inf
+  (``c = 0``); a NaN stays NaN.
+  """
+  shift = _max_shift(log_x, -1)
+  return log_x - shift, jnp.squeeze(shift, -1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +138,9 @@ class DigitAddition:
   Per-example methods (batch them with ``jax.vmap``, as
   :func:`jaxpapers.nesy.em.estep` does): ``logp`` is ``(2N, 10)``
   log-probabilities of the symbols ``(a_1..a_N, b_1..b_N)`` (least
-  significant first), ``label`` the ``(N + 1,)`` int digits of the sum.
+  significant first), ``label`` the ``(N + 1,)`` int digits of the sum
+  (concrete digits outside 0..9 are refused; see the module docstring for
+  infeasible labels and traced ones).
 
   Example:
     >>> import jax, jax.numpy as jnp
@@ -119,7 +155,7 @@ class DigitAddition:
   num_digits: int
 
   def __post_init__(self):
-    _check_num_digits(self.num_digits)
+    check_int("num_digits", self.num_digits, 1)
 
   @property
   def num_symbols(self) -> int:
@@ -137,32 +173,59 @@ class DigitAddition:
     """A feasible label (0 + 0) that stands in for infeasible ones under ``where``."""
     return jnp.zeros(self.label_shape, jnp.int32)
 
+  def in_range(self, label: jax.Array) -> jax.Array:
+    """True iff every digit of ``label`` lies in 0..9 (a well-formed label).
+
+    A concrete label out of range is refused (``ValueError``), so a concrete
+    one gives True, checked on the host.
+    """
+    self._check_label(label)
+    if not isinstance(label, jax.core.Tracer):
+      return np.True_
+    return _digits_in_range(label)
+
   def feasible(self, label: jax.Array) -> jax.Array:
     """True iff some digits produce ``label``: 0 <= y <= 2 (10^N - 1)."""
     self._check_label(label)
-    in_range = jnp.all((label >= 0) & (label < NUM_VALUES))
-    top, lower = label[-1], label[:-1]
-    # With top digit 1, y = 10^N + lower <= 2 * 10^N - 2 iff lower != 99..9.
-    return in_range & ((top == 0) | ((top == 1) & ~jnp.all(lower == 9)))
+    return self._feasible(label)
 
   def log_z(self, logp: jax.Array, label: jax.Array) -> jax.Array:
     """:math:`\\log p(y|x)` by the forward pass; differentiable in ``logp``."""
-    log_t, top = self._transfer(logp, label)
-    return self._forward(log_t)[1][top]
+    masked, top = self._masked_joint(logp, label)
+    log_t, log_m = self._transfer(masked)
+    return self._forward(log_t, log_m)[1][top]
 
   def marginals(self, logp: jax.Array, label: jax.Array
                 ) -> tuple[jax.Array, jax.Array]:
-    """Exact posterior marginals ``(2N, 10)`` and log Z by forward-backward."""
+    """Exact posterior marginals ``(2N, 10)`` and log Z by forward-backward.
+
+    Each symbol's marginal is normalised on its own (relative to the best
+    world, then by its own sum), not by the global log Z: rows sum to 1 up
+    to float32 rounding and no q exceeds 1 however large log Z is in
+    magnitude (a global normaliser carried its rounding, about that
+    magnitude times epsilon, into every q, and at logits of 1e30 lost ties
+    entirely). Zero rows
+    where log Z = -inf.
+    """
     masked, top = self._masked_joint(logp, label)
-    log_t = _lse(masked, axis=(-2, -1))
-    alpha_in, alpha_end = self._forward(log_t)
+    log_t, log_m = self._transfer(masked)
+    alpha_in, alpha_end = self._forward(log_t, log_m)
     log_z = alpha_end[top]
     beta_out = self._backward(log_t, top)
+    # (N, c, c', a, b), every term centred: O(1) where it matters, whatever
+    # the magnitude of log Z (masked - m first: at logits of 1e30 the O(1)
+    # messages would vanish into masked).
     scores = (alpha_in[:, :, None, None, None]
-              + beta_out[:, None, :, None, None] + masked)  # (N, c, c', a, b)
-    log_q_a = _lse(scores, axis=(1, 2, 4)) - log_z
-    log_q_b = _lse(scores, axis=(1, 2, 3)) - log_z
-    return jnp.exp(jnp.concatenate([log_q_a, log_q_b])), log_z
+              + beta_out[:, None, :, None, None] + (masked - log_m))
+    # Probabilities relative to each position's best world, summed per
+    # symbol value and normalised by their own total: rows sum to 1 up to
+    # rounding, no q exceeds 1, and a row with no mass is zero.
+    w = jnp.exp(scores - _max_shift(scores, (1, 2, 3, 4)))
+    q = jnp.concatenate([jnp.sum(w, (1, 2, 4)), jnp.sum(w, (1, 2, 3))])
+    total = jnp.sum(q, -1, keepdims=True)
+    empty = total == 0
+    q = jnp.where(empty, 0.0, q / jnp.where(empty, 1.0, total))
+    return jnp.where(jnp.isneginf(log_z), 0.0, q), log_z
 
   def map_assignment(self, logp: jax.Array, label: jax.Array
                      ) -> tuple[jax.Array, jax.Array]:
@@ -193,8 +256,11 @@ class DigitAddition:
              ) -> jax.Array:
     """One exact sample of ``q(z)`` by forward filtering, backward sampling."""
     masked, top = self._masked_joint(logp, label)
-    log_t = _lse(masked, axis=(-2, -1))
-    alpha_in, _ = self._forward(log_t)
+    log_t, log_m = self._transfer(masked)
+    alpha_in, _ = self._forward(log_t, log_m)
+    # Centred, so that the Gumbel noise of categorical is not lost against
+    # log-probabilities of magnitude 1e30 (ties stay ties).
+    masked = masked - log_m
     n = self.num_digits
     keys = jax.random.split(key, (n, 2))
 
@@ -211,8 +277,17 @@ class DigitAddition:
     return self._digits_of_pairs(pairs)
 
   def satisfied(self, z: jax.Array, label: jax.Array) -> jax.Array:
-    """True iff the digits ``z`` (``(2N,)`` ints) add up to ``label``."""
+    """True iff the digits ``z`` (``(2N,)`` ints in 0..9) add up to ``label``.
+
+    Concrete digits outside 0..9 are refused; traced ones are never
+    satisfied (a "digit" 12 would otherwise carry into the next place).
+    """
     self._check_label(label)
+    if z.shape != (self.num_symbols,) or not jnp.issubdtype(z.dtype,
+                                                            jnp.integer):
+      raise ValueError(f"z must be ({self.num_symbols},) int digits of"
+                       f" (a_1..a_N, b_1..b_N); got {z.shape} {z.dtype}.")
+    _check_concrete_digits(z, "z")
     z = _whole_symbols(z)
     a, b = z[:self.num_digits], z[self.num_digits:]
 
@@ -222,7 +297,8 @@ class DigitAddition:
 
     carry, sum_digits = jax.lax.scan(add, jnp.zeros_like(z[0]),
                                      jnp.stack([a, b], 1))
-    return jnp.all(sum_digits == label[:-1]) & (carry == label[-1])
+    return (_digits_in_range(z) & jnp.all(sum_digits == label[:-1])
+            & (carry == label[-1]))
 
   # ------------------------------------------------------------ internals --
 
@@ -233,39 +309,81 @@ class DigitAddition:
           f"label must be {self.label_shape} int digits of the sum (least"
           f" significant first, see sum_to_digits); got {label.shape}"
           f" {label.dtype}.")
+    _check_concrete_digits(label, "label")
+
+  @staticmethod
+  def _feasible(label):
+    top, lower = label[-1], label[:-1]
+    # With top digit 1, y = 10^N + lower <= 2 * 10^N - 2 iff lower != 99..9.
+    return _digits_in_range(label) & (
+        (top == 0) | ((top == 1) & ~jnp.all(lower == 9)))
 
   def _masked_joint(self, logp, label):
-    """``log p(a_i) + log p(b_i)`` where ``(a, b, c) -> (y_i, c')``, else -inf."""
+    """``log p(a_i) + log p(b_i)`` where ``(a, b, c) -> (y_i, c')``, else -inf.
+
+    All -inf for an infeasible label, all NaN for a (traced) digit outside
+    0..9 or a NaN in ``logp``, so that every method's log-probability says
+    so.
+    """
     self._check_label(label)
     n = self.num_digits
     if logp.shape != (2 * n, NUM_VALUES):
       raise ValueError(f"logp must be ({2 * n}, {NUM_VALUES}) log-probabilities"
                        f" of (a_1..a_N, b_1..b_N); got {logp.shape}.")
+    if not jnp.issubdtype(logp.dtype, jnp.floating):
+      raise TypeError(f"logp must be floating point; got {logp.dtype}.")
     logp = _whole_symbols(logp)
     joint = logp[:n, :, None] + logp[n:, None, :]  # (N, a, b)
+    # Clipped only to index safely: the where below overrides those labels.
     mask = _carry_mask(jnp.clip(label[:-1], 0, NUM_VALUES - 1))
-    masked = jnp.where(mask, joint[:, None, None], -jnp.inf)
+    # What is masked out is -inf, but NaN where logp holds a NaN or a digit
+    # is out of range: an infeasible label must not hide a NaN either.
+    fill = jnp.where(_digits_in_range(label) & ~jnp.any(jnp.isnan(logp)),
+                     -jnp.inf, jnp.nan)
+    masked = jnp.where(mask & self._feasible(label), joint[:, None, None],
+                       fill.astype(joint.dtype))
     return masked, jnp.clip(label[-1], 0, 1).astype(jnp.int32)
 
-  def _transfer(self, logp, label):
-    masked, top = self._masked_joint(logp, label)
-    return _lse(masked, axis=(-2, -1)), top
+  @staticmethod
+  def _transfer(masked):
+    """Centred log transfer matrices ``log T_i - m_i`` (N, 2, 2) and ``m_i``.
+
+    ``m_i`` ((N, 1, 1, 1, 1)) is position i's largest masked entry, common
+    to its four carries, so it factors out of every centred message: the
+    chain runs on O(1) numbers and log Z adds the ``m_i`` back.
+    """
+    best = jax.lax.stop_gradient(jnp.max(masked, axis=(3, 4), keepdims=True))
+    shift = jnp.where(jnp.isfinite(best), best, 0.0)
+    log_m = _max_shift(best, (1, 2))
+    # (shift - m) is exact for close magnitudes (Sterbenz), so ties between
+    # carries survive logits of 1e30.
+    return jnp.squeeze(_log_sum(masked, (3, 4), shift) + (shift - log_m),
+                       (3, 4)), log_m
 
   @staticmethod
-  def _forward(log_t):
-    """Incoming messages ``alpha_{i-1}`` (N, 2) and the final ``alpha_N``."""
-    def step(alpha, log_t_i):
-      return _lse(alpha[:, None] + log_t_i, axis=0), alpha
+  def _forward(log_t, log_m):
+    """Centred incoming messages ``alpha_{i-1}`` (N, 2) and ``log alpha_N``.
 
+    Each message is centred on its max and the shifts summed: the messages
+    stay O(1), so their rounding does not grow with |log Z|.
+    """
+    def step(carry, inputs):
+      alpha, log_scale = carry
+      log_t_i, log_m_i = inputs
+      new, c = _centre(_lse(alpha[:, None] + log_t_i, axis=0))
+      return (new, log_scale + (c + log_m_i)), alpha
+
+    log_m = jnp.reshape(log_m, log_m.shape[:1])
     alpha0 = _start_at_carry_zero(log_t[0, 0])
-    alpha_end, alpha_in = jax.lax.scan(step, alpha0, log_t)
-    return alpha_in, alpha_end
+    (alpha_end, log_scale), alpha_in = jax.lax.scan(
+        step, (alpha0, jnp.zeros_like(log_m[0])), (log_t, log_m))
+    return alpha_in, alpha_end + log_scale
 
   @staticmethod
   def _backward(log_t, top):
-    """Outgoing messages ``beta_i`` (N, 2), from ``beta_N = e_top``."""
+    """Centred outgoing messages ``beta_i`` (N, 2), from ``beta_N = e_top``."""
     def step(beta, log_t_i):
-      return _lse(log_t_i + beta[None, :], axis=1), beta
+      return _centre(_lse(log_t_i + beta[None, :], axis=1))[0], beta
 
     beta_end = jnp.where(jnp.arange(2, dtype=top.dtype) == top, 0.0, -jnp.inf).astype(log_t.dtype)
     _, beta_out = jax.lax.scan(step, beta_end, log_t, reverse=True)
@@ -277,10 +395,19 @@ class DigitAddition:
         jnp.int32)
 
 
-def _check_num_digits(num_digits: int) -> None:
-  if (not isinstance(num_digits, (int, np.integer)) or isinstance(num_digits, bool)
-      or num_digits < 1):
-    raise ValueError(f"num_digits must be an int >= 1; got {num_digits!r}.")
+def _digits_in_range(digits: jax.Array) -> jax.Array:
+  return jnp.all((digits >= 0) & (digits < NUM_VALUES))
+
+
+def _check_concrete_digits(digits: jax.Array, name: str) -> None:
+  """Refuses concrete digits outside 0..9; traced ones are the caller's flag."""
+  if isinstance(digits, jax.core.Tracer):
+    return
+  values = np.asarray(digits)
+  bad = (values < 0) | (values >= NUM_VALUES)
+  if bad.any():
+    raise ValueError(f"{name} digits must lie in 0..9; got {values[bad][0]}"
+                     f" at position {int(np.flatnonzero(bad)[0])}.")
 
 
 def _whole_symbols(x: jax.Array) -> jax.Array:
@@ -308,14 +435,20 @@ def sum_to_digits(total: int | Sequence[int], num_digits: int) -> np.ndarray:
   """The ``num_digits + 1`` digits of a sum (or of each of a list), least significant first.
 
   Python ints, so N = 100 sums are exact. Raises :class:`UnreachableSumError`
-  for a sum outside ``[0, 2 (10^N - 1)]``, which no two N-digit numbers make.
+  for a sum outside ``[0, 2 (10^N - 1)]``, which no two N-digit numbers make,
+  and ``TypeError`` for a sum that is not an int (a float such as 3.5 or
+  NaN). An empty list gives ``(0, N + 1)`` digits.
 
   Example:
     >>> sum_to_digits(1234 + 9876, 4).tolist()
     [0, 1, 1, 1, 1]
   """
-  _check_num_digits(num_digits)
+  check_int("num_digits", num_digits, 1)
   if np.ndim(total) == 0:
+    if isinstance(total, bool) or not (
+        isinstance(total, (int, np.integer))
+        or np.issubdtype(getattr(total, "dtype", np.float64), np.integer)):
+      raise TypeError(f"total must be an int sum; got {total!r}.")
     total = int(total)
     if not 0 <= total <= 2 * (10**num_digits - 1):
       raise UnreachableSumError(
@@ -323,18 +456,30 @@ def sum_to_digits(total: int | Sequence[int], num_digits: int) -> np.ndarray:
           f" (0..{2 * (10**num_digits - 1)}).")
     return np.array([(total // 10**i) % 10 for i in range(num_digits + 1)],
                     np.int32)
+  if np.ndim(total) != 1:
+    raise ValueError(f"total must be an int or a 1-D list of ints; got"
+                     f" shape {np.shape(total)}.")
+  if len(total) == 0:
+    return np.zeros((0, num_digits + 1), np.int32)
   return np.stack([sum_to_digits(t, num_digits) for t in total])
 
 
 def digits_to_int(digits: Sequence[int]) -> int:
   """The integer of least-significant-first digits (exact for any length).
 
-  Raises ``ValueError`` for a digit outside 0..9.
+  Raises ``ValueError`` for a digit outside 0..9 or no digits at all, and
+  ``TypeError`` for digits that are not ints (a float 3.7 is not a digit).
   """
-  bad = [d for d in digits if not 0 <= int(d) < NUM_VALUES]
-  if bad:
+  array = np.asarray(digits)
+  if array.ndim != 1 or array.size == 0:
+    raise ValueError(f"digits must be a non-empty 1-D sequence; got shape"
+                     f" {array.shape}.")
+  if not np.issubdtype(array.dtype, np.integer):
+    raise TypeError(f"digits must be ints in 0..9; got {array.dtype}.")
+  bad = array[(array < 0) | (array >= NUM_VALUES)]
+  if bad.size:
     raise ValueError(f"digits must lie in 0..9; got {bad[0]}.")
-  return sum(int(d) * 10**i for i, d in enumerate(digits))
+  return sum(int(d) * 10**i for i, d in enumerate(array))
 
 
 def addition_examples(digit_labels: np.ndarray, num_sums: int, num_digits: int,
@@ -356,9 +501,12 @@ def addition_examples(digit_labels: np.ndarray, num_sums: int, num_digits: int,
     pool in symbol order ``(a_1..a_N, b_1..b_N)`` and ``(num_sums, N + 1)``
     int32 digits of the sums.
   """
-  if num_sums < 1 or num_digits < 1:
-    raise ValueError(f"num_sums and num_digits must be >= 1; got {num_sums},"
-                     f" {num_digits}.")
+  check_int("num_digits", num_digits, 1)
+  if (not isinstance(num_sums, (int, np.integer)) or isinstance(num_sums, bool)
+      or num_sums < 1):
+    raise ValueError(f"num_sums and num_digits must be >= 1; got {num_sums!r},"
+                     f" {num_digits!r}.")
+  check_int("seed", seed, 0, why=" (a numpy seed)")
   digit_labels = np.asarray(digit_labels)
   if (digit_labels.ndim != 1 or digit_labels.size == 0
       or not np.issubdtype(digit_labels.dtype, np.integer)

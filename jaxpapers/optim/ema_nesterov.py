@@ -17,11 +17,13 @@ ablation.
 """
 
 import functools
+import math
 from typing import Any, Callable, Literal, NamedTuple
 import warnings
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from jaxpapers import tree as tree_lib
@@ -173,6 +175,9 @@ def ema_nesterov(
     )
 
   def update_fn(updates, state, params=None, **extra_args):
+    # The inner transform would broadcast mismatched leaves, or fail deep in
+    # jax.numpy.
+    _check_params_like_lookahead(updates, state.m, "updates")
     inner_updates, inner_state = inner.update(
         updates, state.inner_state, params, **extra_args
     )
@@ -229,7 +234,7 @@ def ema_nesterov_eval_params(params: optax.Params,
         f" jaxpapers.optim.ema_nesterov), found {len(found)}."
     )
   (ema_state,) = found
-  _check_params_like_lookahead(params, ema_state.m)
+  _check_params_like_lookahead(params, ema_state.m, "params")
   neg_beta = -ema_state.beta
 
   def anchor(p, m):
@@ -240,13 +245,13 @@ def ema_nesterov_eval_params(params: optax.Params,
   return jax.tree.map(anchor, params, ema_state.m)
 
 
-def _check_params_like_lookahead(params, m):
-  """Raises ``ValueError`` unless ``params`` are the ones ``state`` was built for."""
+def _check_params_like_lookahead(params, m, name):
+  """Raises ``ValueError`` naming ``name`` unless ``params`` match the ones ``state`` was built for."""
   try:
     lookahead = jax.tree.structure(params).flatten_up_to(m)
   except (ValueError, TypeError):
     raise ValueError(
-        "params must have the pytree structure of the params ema_nesterov was"
+        f"{name} must have the pytree structure of the params ema_nesterov was"
         f" initialised with: {jax.tree.structure(params)} vs the state's"
         f" {jax.tree.structure(m)}."
     ) from None
@@ -254,7 +259,7 @@ def _check_params_like_lookahead(params, m):
     if (not isinstance(m_leaf, optax.MaskedNode)
         and tree_lib.shape_of(p) != tree_lib.shape_of(m_leaf)):
       raise ValueError(
-          "params must have the leaf shapes of the params ema_nesterov was"
+          f"{name} must have the leaf shapes of the params ema_nesterov was"
           f" initialised with: {tree_lib.shape_of(p)} vs"
           f" {tree_lib.shape_of(m_leaf)}."
       )
@@ -285,8 +290,8 @@ def _check_hyperparameters(beta_max, gamma, warmup_steps, rest_start):
   concrete = lambda x: x is not None and not isinstance(x, jax.core.Tracer)
   if concrete(beta_max):
     value = float(beta_max)
-    if not value >= 0:
-      raise ValueError(f"beta_max must be >= 0, got {value}.")
+    if not (value >= 0 and math.isfinite(value)):
+      raise ValueError(f"beta_max must be >= 0 and finite, got {value}.")
     if value >= 1:
       warnings.warn(
           f"beta_max={value} >= 1: the EMA of increments is not contractive"
@@ -295,8 +300,14 @@ def _check_hyperparameters(beta_max, gamma, warmup_steps, rest_start):
       )
   if concrete(gamma) and not 0 <= float(gamma) < 1:
     raise ValueError(f"gamma must lie in [0, 1), got {float(gamma)}.")
-  if concrete(warmup_steps) and int(warmup_steps) < 0:
-    raise ValueError(f"warmup_steps must be >= 0, got {int(warmup_steps)}.")
+  # int() would truncate 2.5 (and fail on NaN): whole numbers only.
+  for name, value in (("warmup_steps", warmup_steps),
+                      ("rest_start", rest_start)):
+    if concrete(value) and not (
+        not isinstance(value, bool) and np.ndim(value) == 0
+        and math.isfinite(float(value)) and float(value) == int(value)
+        and float(value) >= 0):
+      raise ValueError(f"{name} must be >= 0 (a whole number), got {value}.")
   if (concrete(rest_start) and concrete(warmup_steps)
       and int(rest_start) <= int(warmup_steps)):
     raise ValueError(

@@ -12,10 +12,12 @@ reference decays the post-update params (a difference of order
 :math:`\eta^2\lambda`) and skips the first step entirely.
 """
 
+import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from jaxpapers import tree as tree_lib
@@ -111,12 +113,11 @@ def scale_by_soap(
   concrete = lambda x: not isinstance(x, jax.core.Tracer)
   if max_precond_dim is None:
     max_precond_dim = DEFAULT_MAX_PRECOND_DIM
-  if concrete(max_precond_dim) and int(max_precond_dim) < 1:
-    raise ValueError(f"max_precond_dim must be >= 1, got {max_precond_dim}.")
-  if concrete(precondition_frequency) and int(precondition_frequency) < 1:
-    raise ValueError(
-        f"precondition_frequency must be >= 1, got {precondition_frequency}."
-    )
+  # int() would truncate 2.5 to 2 (and fail on NaN): whole numbers only.
+  for name, value in (("max_precond_dim", max_precond_dim),
+                      ("precondition_frequency", precondition_frequency)):
+    if concrete(value) and not _is_whole(value, low=1):
+      raise ValueError(f"{name} must be >= 1 (a whole number), got {value}.")
   _check_soap_ranges(b1=b1, b2=b2, shampoo_beta=shampoo_beta, eps=eps)
 
   def preconditioned(shape):
@@ -149,6 +150,8 @@ def scale_by_soap(
 
   def update_fn(updates, state, params=None, **extra_args):
     del params, extra_args
+    tree_lib.check_like(updates, state.mu, "updates",
+                        reference_name="the params soap was initialised with")
     count = state.count
     is_first = count == 0
     # On the first call the Adam branch is discarded; a step of 1 keeps its
@@ -247,7 +250,7 @@ def soap(
     Vyas et al., `SOAP: Improving and Stabilizing Shampoo using Adam
     <https://arxiv.org/abs/2409.11321>`_, 2024.
   """
-  _check_soap_ranges(weight_decay=weight_decay)
+  _check_soap_ranges(weight_decay=weight_decay, learning_rate=learning_rate)
   return optax.chain(
       scale_by_soap(b1=b1, b2=b2, shampoo_beta=shampoo_beta, eps=eps,
                     precondition_frequency=precondition_frequency,
@@ -259,16 +262,34 @@ def soap(
 
 
 def _check_soap_ranges(**hyperparams) -> None:
-  """Named errors for betas outside [0, 1), a negative eps or weight decay (Python or concrete)."""
+  """Named errors for out-of-range hyperparameters (Python or concrete).
+
+  Betas must lie in [0, 1), eps and weight decay be finite and >= 0, a
+  learning rate (not a schedule) be finite. An infinite ``eps`` would zero
+  every update, an infinite weight decay or learning rate turn the
+  parameters to NaN or inf.
+  """
   for name, value in hyperparams.items():
-    if value is None or isinstance(value, jax.core.Tracer):
-      continue  # traced values (inject_hyperparams) cannot be checked here
+    if (value is None or callable(value)
+        or isinstance(value, jax.core.Tracer)):
+      continue  # schedules; traced values (inject_hyperparams)
     value = float(value)
-    if name in ("eps", "weight_decay"):
-      if not value >= 0:
-        raise ValueError(f"{name} must be >= 0, got {value}.")
+    if name == "learning_rate":
+      if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}.")
+    elif name in ("eps", "weight_decay"):
+      if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be >= 0 and finite, got {value}.")
     elif not 0 <= value < 1:
       raise ValueError(f"{name} must lie in [0, 1), got {value}.")
+
+
+def _is_whole(value: Any, *, low: int) -> bool:
+  """Whether a concrete scalar is a whole number >= ``low`` (ints or integral floats)."""
+  if isinstance(value, bool) or np.ndim(value) != 0:
+    return False
+  number = float(value)
+  return math.isfinite(number) and number == int(number) and number >= low
 
 
 def _compute_dtype(dtype) -> jnp.dtype:

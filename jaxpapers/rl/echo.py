@@ -56,6 +56,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxpapers import tree
+from jaxpapers import _checks
 from jaxpapers.models.transformer import check_token_ids
 from jaxpapers.rl import grpo
 from jaxpapers.rl import shell
@@ -84,8 +85,10 @@ def span_mask(starts_BxT: jax.Array, ends_BxT: jax.Array,
               length: int) -> jax.Array:
   """``[B, L]`` bool: positions inside any span ``[start, end)`` of its row.
 
-  A span with ``end <= start`` is empty.
+  A span with ``end <= start`` is empty. Raises unless ``length`` is an
+  int >= 1.
   """
+  _checks.check_int("length", length, 1)
   grpo.check_same_shape(starts_BxT=starts_BxT, ends_BxT=ends_BxT)
   position = jnp.arange(length)[None, None, :]
   inside = (position >= starts_BxT[..., None]) & (position < ends_BxT[..., None])
@@ -99,8 +102,7 @@ def echo_masks(spans: shell.Spans, *, length: int,
   Raises ``ValueError`` for an unknown ``mode``, ``length < 1`` or span
   arrays of unlike shapes.
   """
-  if length < 1:
-    raise ValueError(f"length must be >= 1; got {length}.")
+  _checks.check_int("length", length, 1)
   if mode not in MASK_MODES:
     raise ValueError(f"mode must be one of {MASK_MODES}; got {mode!r}.")
   warning = span_mask(spans.warning_start, spans.warning_end, length)
@@ -136,15 +138,18 @@ def token_log_probs(logits_BxLxV: jax.Array, targets_BxL: jax.Array, *,
   """``log softmax(logits / temperature)`` at the targets: ``[B, L]`` float32.
 
   Raises:
-    ValueError: for shapes other than ``[B, L, V]`` and ``[B, L]``, a Python
-      ``temperature <= 0``, or concrete targets outside ``[0, V)``.
-    TypeError: for non-integer targets.
+    ValueError: for shapes other than ``[B, L, V]`` and ``[B, L]``, a
+      concrete ``temperature`` that is not finite and > 0 (``inf`` would
+      flatten every distribution to uniform), or concrete targets outside
+      ``[0, V)``.
+    TypeError: for non-integer targets or a non-real ``temperature``.
 
   A traced target outside ``[0, V)`` gives NaN (no log-probability is read);
-  a traced ``temperature <= 0`` gives non-finite values.
+  a traced ``temperature <= 0`` or NaN gives non-finite values, a traced
+  ``inf`` the uniform ``-log V``.
   """
-  if isinstance(temperature, (int, float)) and not temperature > 0:
-    raise ValueError(f"temperature must be > 0; got {temperature}.")
+  _checks.check_real("temperature", temperature,
+                     low=0.0, low_open=True, allow_traced=True)
   if jnp.ndim(logits_BxLxV) != 3 or logits_BxLxV.shape[:-1] != targets_BxL.shape:
     raise ValueError(f"logits_BxLxV {logits_BxLxV.shape} does not match"
                      f" targets_BxL {targets_BxL.shape} (need [B, L, V] and"
@@ -212,11 +217,12 @@ def echo_loss(log_probs_BxL: jax.Array, old_log_probs_BxL: jax.Array,
     ``aux["clip_fraction"]``.
 
   Raises:
-    ValueError: masks whose shapes differ from the log-probs, or a negative
-      Python ``lam``.
+    ValueError: masks whose shapes differ from the log-probs, or a
+      concrete ``lam`` that is not finite and >= 0 (a traced NaN ``lam``
+      makes the loss NaN).
+    TypeError: a non-real ``lam``.
   """
-  if isinstance(lam, (int, float)) and lam < 0:
-    raise ValueError(f"lam must be >= 0; got {lam}.")
+  _checks.check_real("lam", lam, low=0.0, allow_traced=True)
   grpo.check_same_shape(log_probs_BxL=log_probs_BxL, action=masks.action,
                      env_target=masks.env_target, body=masks.body)
   policy, aux = grpo.ppo_clip_loss(
@@ -235,8 +241,8 @@ def lambda_schedule(kind: str = "constant", value: float = 0.05, *,
     kind: ``constant`` (the paper's default), ``linear_decay`` (to 0 over
       ``decay_steps``, then 0) or ``step_decay`` (times ``decay_rate``
       every ``decay_steps``).
-    value: the initial coefficient (>= 0).
-    decay_steps: required for the decays (>= 1).
+    value: the initial coefficient (finite, >= 0).
+    decay_steps: required for the decays (an int >= 1).
     decay_rate: ``step_decay``'s factor, in (0, 1].
 
   Example:
@@ -246,14 +252,15 @@ def lambda_schedule(kind: str = "constant", value: float = 0.05, *,
   """
   if kind not in SCHEDULES:
     raise ValueError(f"kind must be one of {SCHEDULES}; got {kind!r}.")
-  if value < 0:
-    raise ValueError(f"value must be >= 0; got {value}.")
+  _checks.check_real("value", value, low=0.0, allow_traced=True)
   if kind == "constant":
     return optax.constant_schedule(value)
-  if decay_steps is None or decay_steps < 1:
-    raise ValueError(f"{kind} needs decay_steps >= 1; got {decay_steps}.")
+  if decay_steps is None:
+    raise ValueError(f"{kind} needs decay_steps >= 1; got None.")
+  _checks.check_int("decay_steps", decay_steps, 1)
   if kind == "linear_decay":
     return optax.linear_schedule(value, 0.0, decay_steps)
+  _checks.check_real("decay_rate", decay_rate, low=0.0, allow_traced=True)
   if not 0 < decay_rate <= 1:
     raise ValueError(f"decay_rate must lie in (0, 1]; got {decay_rate}.")
   return optax.exponential_decay(value, decay_steps, decay_rate,

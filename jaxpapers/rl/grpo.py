@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers import tree
+from jaxpapers import _checks
 
 STD_EPSILON = 1e-6
 
@@ -125,15 +126,17 @@ def ppo_clip_loss(log_probs_BxL: jax.Array, old_log_probs_BxL: jax.Array,
     old_log_probs_BxL: the same under the sampling policy (no gradient).
     advantages_B: one advantage per trajectory.
     action_mask_BxL: which positions are action tokens.
-    clip_low, clip_high: the clip range (> 0).
+    clip_low, clip_high: the clip range (> 0; ``inf`` is no clipping on
+      that side; NaN is refused).
 
   Returns:
     ``(loss, {"clip_fraction": ...})``: the fraction of action tokens whose
     ratio lies outside the clip range.
   """
-  if not (clip_low > 0 and clip_high > 0):
-    raise ValueError(f"clip_low and clip_high must be > 0; got {clip_low},"
-                     f" {clip_high}.")
+  _checks.check_real("clip_low", clip_low,
+                     low=0.0, low_open=True, finite=False, allow_traced=True)
+  _checks.check_real("clip_high", clip_high,
+                     low=0.0, low_open=True, finite=False, allow_traced=True)
   check_same_shape(log_probs_BxL=log_probs_BxL,
                 old_log_probs_BxL=old_log_probs_BxL,
                 action_mask_BxL=action_mask_BxL)

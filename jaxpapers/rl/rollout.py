@@ -26,6 +26,9 @@ import jax.numpy as jnp
 
 from jaxpapers import models
 from jaxpapers import tree
+from jaxpapers import _checks
+from jaxpapers.rl import checks
+from jaxpapers.models.transformer import check_token_ids
 from jaxpapers.rl import shell
 
 
@@ -37,7 +40,12 @@ class Cache(NamedTuple):
 
 
 def init_cache(model: models.Transformer, batch: int, length: int) -> Cache:
-  """An all-zero :class:`Cache` of ``length`` positions for ``batch`` rows of ``model``."""
+  """An all-zero :class:`Cache` of ``length`` positions for ``batch`` rows of ``model``.
+
+  Raises unless ``batch`` and ``length`` are ints >= 1.
+  """
+  _checks.check_int("batch", batch, 1)
+  _checks.check_int("length", length, 1)
   config = model.config
   head_dim = config.d_model // config.num_heads
   shape = (config.num_layers, batch, length, config.num_heads, head_dim)
@@ -52,9 +60,23 @@ def decode(model: models.Transformer, cache: Cache, tokens_BxN: jax.Array,
   when the cache holds the tokens before ``start``: one call prefills a
   chunk of known tokens, ``N = 1`` decodes one. The model's FFNs must ignore
   ``segment_ids`` (the dense default does).
+
+  Raises ``TypeError`` for non-integer tokens and ``ValueError`` for tokens
+  not ``[B, N]`` with the cache's ``B``, concrete ids outside the
+  vocabulary, or a concrete ``start`` outside ``[0, L - N]`` (a slice there
+  would be clamped, writing the wrong positions). A traced ``start`` out of
+  range is clamped (``lax.dynamic_slice``): callers keep it in range.
   """
+  checks.check_integer_tokens("tokens_BxN", tokens_BxN)
+  if tokens_BxN.ndim != 2 or tokens_BxN.shape[0] != cache.keys.shape[1]:
+    raise ValueError(f"tokens_BxN must be [B={cache.keys.shape[1]}, N] (the"
+                     f" cache's batch); got shape {tokens_BxN.shape}.")
+  check_token_ids(tokens_BxN, model.config.vocab_size, "tokens_BxN")
   batch, num_new = tokens_BxN.shape
   length = cache.keys.shape[2]
+  if _checks.is_concrete(start) and not 0 <= int(start) <= length - num_new:
+    raise ValueError(f"start must lie in [0, {length - num_new}] (cache length"
+                     f" {length}, {num_new} new tokens); got {int(start)}.")
   positions_N = start + jnp.arange(num_new)
   # A lookup at sharded tokens, and the tied read-out's contraction over a
   # sharded width, keep the tokens' sharding on Explicit mesh axes; as in
@@ -121,12 +143,19 @@ def sample(model: models.Transformer, tasks: shell.Tasks, key: jax.Array,
     tasks: ``B`` tasks.
     key: PRNG key.
     layout: the transcript layout.
-    temperature: softmax temperature (> 0; may be traced).
+    temperature: softmax temperature (finite, > 0; may be traced: a traced
+      0 or NaN samples from non-finite logits, so the commands are garbage).
 
   Returns:
     the :class:`~jaxpapers.rl.shell.Transcripts` (tokens ``[B, L]``, spans,
     final stores, verifier reward and success).
+
+  Raises:
+    ValueError: for a concrete ``temperature`` that is not finite and > 0,
+      a model shorter than the transcript, or prompts of the wrong width.
   """
+  _checks.check_real("temperature", temperature,
+                     low=0.0, low_open=True, allow_traced=True)
   if model.config.max_len < layout.length:
     raise ValueError(
         f"model max_len={model.config.max_len} is shorter than the"

@@ -52,6 +52,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers import tree
+from jaxpapers import _checks
+from jaxpapers.rl import checks
 from jaxpapers.data import text
 
 KEYS = "abcd"
@@ -78,7 +80,7 @@ class Layout:
     num_turns: commands per episode (``T``).
     command_len: slots per command, its ``EOT`` included (``C``); ``11 + 1``
       fits the longest command ``"sum a b > c"``.
-    format_warnings: prefix ``"WARNINGS: cut\n"`` to the body of a command
+    format_warnings: prefix ``"WARNINGS: cut\\n"`` to the body of a command
       that did not end within its slot.
   """
 
@@ -87,10 +89,11 @@ class Layout:
   format_warnings: bool = True
 
   def __post_init__(self):
-    if self.num_turns < 1:
-      raise ValueError(f"num_turns must be >= 1; got {self.num_turns}.")
-    if self.command_len < 3:
-      raise ValueError(f"command_len must be >= 3; got {self.command_len}.")
+    _checks.check_int("num_turns", self.num_turns, 1)
+    _checks.check_int("command_len", self.command_len, 3)
+    if not isinstance(self.format_warnings, bool):
+      raise TypeError(f"format_warnings must be a bool; got"
+                      f" {self.format_warnings!r}.")
 
   @property
   def goal_len(self) -> int:
@@ -191,8 +194,12 @@ def encode_command(command: str, layout: Layout) -> np.ndarray:
   """A command's slot: its bytes, ``EOT``, then ``PAD`` (``[C]``).
 
   A command of exactly ``command_len`` bytes fills the slot with no ``EOT``:
-  an unterminated command, as a policy that never stops writes it.
+  an unterminated command, as a policy that never stops writes it. A
+  longer one is a ``ValueError``.
   """
+  if len(command) > layout.command_len:
+    raise ValueError(f"command {command!r} has {len(command)} bytes, more than"
+                     f" the slot's command_len={layout.command_len}.")
   if len(command) == layout.command_len:
     return encode(command)
   return np.concatenate([encode(command), [EOT],
@@ -246,7 +253,16 @@ def execute(store: Store, command_C: jax.Array
     ``(store, text, length, terminated)``: the new store, the environment
     text ``[21]`` (``"<code>:<output>"``, PAD after) and its length, and
     whether the command ended with ``EOT`` inside its slot.
+
+  Raises:
+    TypeError: for a non-integer ``command_C``.
+    ValueError: unless ``command_C`` is ``[C]`` and the store ``[NUM_KEYS]``.
   """
+  checks.check_integer_tokens("command_C", command_C)
+  if np.ndim(command_C) != 1:
+    raise ValueError(f"command_C must be one slot [C]; got shape"
+                     f" {np.shape(command_C)}.")
+  _check_store(store, "store", ())
   c = jnp.asarray(command_C, jnp.int32)
   width = c.shape[0]
   is_end = c == EOT
@@ -351,8 +367,16 @@ def step(store: Store, command_BxC: jax.Array, layout: Layout):
   Everything after a command's first ``EOT`` is replaced by ``PAD`` (the
   slot as it enters the transcript). Returns ``(store, command_BxC,
   obs_BxO, (warning_end, env_start, env_end))`` with spans relative to the
-  observation slot.
+  observation slot. Raises ``TypeError`` for non-integer commands and
+  ``ValueError`` unless they are ``[B, layout.command_len]`` and the store
+  ``[B, NUM_KEYS]``.
   """
+  checks.check_integer_tokens("command_BxC", command_BxC)
+  if np.ndim(command_BxC) != 2 or np.shape(command_BxC)[1] != (
+      layout.command_len):
+    raise ValueError(f"command_BxC must be [B, {layout.command_len}]; got"
+                     f" shape {np.shape(command_BxC)}.")
+  _check_store(store, "store", np.shape(command_BxC)[:1])
   spec = tree.explicit_spec(command_BxC)
   if spec is not None:
     # Explicit axes run a cumulative sum only along an unsharded axis: each
@@ -404,8 +428,22 @@ def spans_of(commands, relative_spans, layout: Layout) -> Spans:
                  for field in zip(*rows)])
 
 
+def _check_store(store: Store, name: str, batch: tuple[int, ...]) -> None:
+  """Raises ``ValueError`` unless both fields of ``store`` are ``[*batch, NUM_KEYS]``."""
+  for field in ("present", "value"):
+    shape = np.shape(getattr(store, field))
+    if shape != (*batch, NUM_KEYS):
+      raise ValueError(f"{name}.{field} must have shape"
+                       f" {[*batch, NUM_KEYS]}; got {list(shape)}.")
+
+
 def verify(final: Store, goal: Store) -> tuple[jax.Array, jax.Array]:
-  """``(reward, solved)``: fraction of keys matching the goal, and all matching."""
+  """``(reward, solved)``: fraction of keys matching the goal, and all matching.
+
+  Raises ``ValueError`` unless both stores are ``[..., NUM_KEYS]`` alike.
+  """
+  _check_store(goal, "goal", np.shape(goal.present)[:-1])
+  _check_store(final, "final", np.shape(goal.present)[:-1])
   same = (final.present == goal.present) & (
       ~goal.present | (final.value == goal.value))
   reward = jnp.mean(same.astype(jnp.float32), axis=-1)
@@ -415,8 +453,14 @@ def verify(final: Store, goal: Store) -> tuple[jax.Array, jax.Array]:
 @functools.partial(jax.jit, static_argnames="layout")
 def scripted(tasks: Tasks, commands_BxTxC: jax.Array,
              layout: Layout) -> Transcripts:
-  """The transcripts of given command slots ``[B, T, C]`` (a scripted policy; jitted)."""
-  if commands_BxTxC.shape[1:] != (layout.num_turns, layout.command_len):
+  """The transcripts of given command slots ``[B, T, C]`` (a scripted policy; jitted).
+
+  Raises ``TypeError`` for non-integer commands and ``ValueError`` for other
+  shapes.
+  """
+  checks.check_integer_tokens("commands_BxTxC", commands_BxTxC)
+  if commands_BxTxC.ndim != 3 or commands_BxTxC.shape[1:] != (
+      layout.num_turns, layout.command_len):
     raise ValueError(
         f"commands_BxTxC must be [B, {layout.num_turns}, {layout.command_len}];"
         f" got {commands_BxTxC.shape}.")
@@ -448,10 +492,19 @@ def transcripts_of(tasks: Tasks, final: Store, commands_TxBxC,
 
 
 def render_goal(goal: Store, layout: Layout) -> np.ndarray:
-  """Prompt tokens ``[P]``: ``TASK``, ``"a=3 c=12"`` (the goal's present keys), ``EOT``."""
+  """Prompt tokens ``[P]``: ``TASK``, ``"a=3 c=12"`` (the goal's present keys), ``EOT``.
+
+  Raises ``ValueError`` unless ``goal`` is one store ``[NUM_KEYS]`` whose
+  present keys hold values in ``[0, VALUE_MODULUS)`` (the shell's values).
+  """
+  _check_store(goal, "goal", ())
   # Read on the host: indexing a device array sharded along Explicit mesh
   # axes at a key would be a gather with no inferable sharding.
   present, value = np.asarray(goal.present), np.asarray(goal.value)
+  shown = value[present]
+  if np.any((shown < 0) | (shown >= VALUE_MODULUS)):
+    raise ValueError(f"goal values must lie in [0, {VALUE_MODULUS}); got"
+                     f" {shown.tolist()}.")
   text_ = " ".join(f"{KEYS[k]}={int(value[k])}" for k in range(NUM_KEYS)
                    if present[k])
   return np.concatenate([[TASK], encode(text_, layout.goal_len), [EOT]]
@@ -491,7 +544,15 @@ def make_tasks(seed: int, num_tasks: int, layout: Layout,
   ``max_commands`` random commands that succeed (``set`` / ``rm`` / ``mv`` /
   ``sum``); the resulting store is the goal. Tasks whose goal equals their
   initial store are redrawn, and so are repeats, so every task is unique.
+
+  Raises ``TypeError`` for non-integer counts or seed, ``ValueError`` for a
+  negative seed, ``num_tasks < 1`` or command counts outside
+  ``1 <= min_commands <= max_commands <= layout.num_turns``.
   """
+  _checks.check_int("seed", seed, 0)
+  _checks.check_int("num_tasks", num_tasks, 1)
+  _checks.check_int("min_commands", min_commands, 1)
+  _checks.check_int("max_commands", max_commands, 1)
   if not 1 <= min_commands <= max_commands <= layout.num_turns:
     raise ValueError(
         f"need 1 <= min_commands <= max_commands <= num_turns; got"

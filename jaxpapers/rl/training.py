@@ -30,6 +30,7 @@ import optax
 
 from jaxpapers import models
 from jaxpapers import tree
+from jaxpapers import _checks
 from jaxpapers.data import sampling
 from jaxpapers.rl import echo
 from jaxpapers.rl import grpo
@@ -40,7 +41,10 @@ from jaxpapers.rl import shell
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
-  """Static settings of :func:`rl_step` (the paper's defaults), validated here."""
+  """Static settings of :func:`rl_step` (the paper's defaults), validated here.
+
+  ``clip_low`` / ``clip_high`` may be ``inf`` (no clipping on that side).
+  """
 
   tasks_per_step: int = 8
   group_size: int = 8
@@ -51,27 +55,47 @@ class RLConfig:
   std_normalize: bool = True
 
   def __post_init__(self):
-    if self.tasks_per_step < 1:
-      raise ValueError(f"tasks_per_step must be >= 1; got {self.tasks_per_step}.")
+    _checks.check_int("tasks_per_step", self.tasks_per_step, 1)
+    _checks.check_int("group_size", self.group_size, 1)
     if self.group_size < 2:
       raise ValueError(f"group_size must be >= 2 (GRPO needs a group baseline);"
                        f" got {self.group_size}.")
-    if not self.temperature > 0:
-      raise ValueError(f"temperature must be > 0; got {self.temperature}.")
+    _checks.check_real("temperature", self.temperature,
+                       low=0.0, low_open=True, allow_traced=True)
+    _checks.check_real("clip_low", self.clip_low,
+                       low=0.0, low_open=True, finite=False, allow_traced=True)
+    _checks.check_real("clip_high", self.clip_high,
+                       low=0.0, low_open=True, finite=False, allow_traced=True)
     if self.mask_mode not in echo.MASK_MODES:
       raise ValueError(f"mask_mode must be one of {echo.MASK_MODES}; got"
                        f" {self.mask_mode!r}.")
+    if not isinstance(self.std_normalize, bool):
+      raise TypeError(f"std_normalize must be a bool; got"
+                      f" {self.std_normalize!r}.")
 
 
 def optimizer(learning_rate: float = 3e-4, warmup_steps: int = 20,
               clip_norm: float = 0.2, weight_decay: float = 0.01
               ) -> optax.GradientTransformation:
-  """Global-norm clipping then AdamW (0.9, 0.999) after a linear warm-up."""
+  """Global-norm clipping then AdamW (0.9, 0.999) after a linear warm-up.
+
+  ``warmup_steps=0`` is no warm-up. Raises unless ``learning_rate`` and
+  ``clip_norm`` are finite and > 0, ``weight_decay`` finite and >= 0 and
+  ``warmup_steps`` an int >= 0.
+  """
+  _checks.check_real("learning_rate", learning_rate,
+                     low=0.0, low_open=True, allow_traced=True)
+  _checks.check_int("warmup_steps", warmup_steps, 0)
+  _checks.check_real("clip_norm", clip_norm,
+                     low=0.0, low_open=True, allow_traced=True)
+  _checks.check_real("weight_decay", weight_decay, low=0.0, allow_traced=True)
+  # optax's warm-up over 0 steps stays at its initial value (0) for ever.
+  schedule = (optax.constant_schedule(learning_rate) if warmup_steps == 0
+              else optax.warmup_constant_schedule(0.0, learning_rate,
+                                                  warmup_steps))
   return optax.chain(
       optax.clip_by_global_norm(clip_norm),
-      optax.adamw(optax.warmup_constant_schedule(0.0, learning_rate,
-                                                 warmup_steps),
-                  b1=0.9, b2=0.999, weight_decay=weight_decay))
+      optax.adamw(schedule, b1=0.9, b2=0.999, weight_decay=weight_decay))
 
 
 def transcript_log_probs(graphdef: nnx.GraphDef, params: Any,
@@ -107,12 +131,14 @@ def rl_step(graphdef: nnx.GraphDef, params: Any, opt_state: Any,
     graphdef, params: the policy (``nnx.split``).
     opt_state: ``tx``'s state.
     key: this step's PRNG key (tasks and sampling).
-    pool: the training tasks to draw from.
-    lam: the environment-loss weight this step.
+    pool: the training tasks to draw from (at least one).
+    lam: the environment-loss weight this step (finite, >= 0; a traced NaN
+      makes the loss and the parameters NaN).
     world_model_only: bool scalar: drop the policy term (verifier-free).
     tx: the optimizer.
     layout, config: static settings.
   """
+  _check_pool(pool, "pool")
   task_key, sample_key = jax.random.split(key)
   num_pool = pool.prompt.shape[0]
   chosen = jax.random.choice(task_key, num_pool, (config.tasks_per_step,),
@@ -131,6 +157,12 @@ def rl_step(graphdef: nnx.GraphDef, params: Any, opt_state: Any,
   return optax.apply_updates(params, updates), opt_state, {
       "loss": loss, **aux, "reward": jnp.mean(transcripts.reward),
       "solved": jnp.mean(transcripts.solved.astype(jnp.float32))}
+
+
+def _check_pool(pool: shell.Tasks, name: str) -> None:
+  if pool.prompt.ndim != 2 or pool.prompt.shape[0] < 1:
+    raise ValueError(f"{name} must hold at least one task (prompt [N >= 1,"
+                     f" P]); got prompt shape {pool.prompt.shape}.")
 
 
 def _draw(pool: shell.Tasks, indices: jax.Array) -> shell.Tasks:
@@ -156,8 +188,11 @@ def random_transcripts(key: jax.Array, pool: shell.Tasks, batch: int,
 
   Each turn draws a command kind uniformly (``ls``, ``cat``, ``set``,
   ``mv``, ``rm``, ``sum`` or malformed), then a command of that kind
-  uniformly (:func:`jaxpapers.rl.shell.command_table`).
+  uniformly (:func:`jaxpapers.rl.shell.command_table`). Raises unless
+  ``batch`` is an int >= 1 and ``pool`` holds a task.
   """
+  _checks.check_int("batch", batch, 1)
+  _check_pool(pool, "pool")
   table, kinds = shell.command_table(layout)
   num_kinds = int(kinds.max()) + 1
   first = jnp.asarray([list(kinds).index(k) for k in range(num_kinds)])
@@ -203,8 +238,11 @@ def evaluate(graphdef, params, key, held_out: shell.Tasks,
   ``pass_at_1``: the mean success of ``samples`` rollouts per held-out task
   at ``temperature``; ``env_ce``: :func:`jaxpapers.rl.echo.env_loss`
   (``env_only``, temperature 1) of the fixed ``probe`` transcripts, the same
-  for every policy.
+  for every policy. Raises unless ``samples`` is an int >= 1, the
+  ``temperature`` finite and > 0 and ``held_out`` holds a task.
   """
+  _checks.check_int("samples", samples, 1)
+  _check_pool(held_out, "held_out")
   index = jnp.tile(jnp.arange(held_out.prompt.shape[0]), samples)
   out = rollout.sample_split(graphdef, params, _draw(held_out, index), key,
                              layout, temperature=temperature)

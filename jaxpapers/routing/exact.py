@@ -23,6 +23,7 @@ import itertools
 
 import numpy as np
 
+from jaxpapers._checks import check_int
 from jaxpapers.routing import tsp
 
 MAX_CITIES = 13
@@ -41,6 +42,11 @@ def held_karp(coords_BxNx2: np.ndarray, *, chunk_size: int = 512
     ``(tours_BxN int32, lengths_B float64)``; each tour starts at city 0 and
     is oriented so that ``tour[1] < tour[-1]``.
 
+  Raises:
+    ValueError: coordinates that are not a finite real ``[B, N, 2]`` array
+      with ``3 <= N <= MAX_CITIES``, or a ``chunk_size`` that is not an int
+      >= 1.
+
   Example:
     >>> square = np.array([[[0., 0.], [1., 1.], [1., 0.], [0., 1.]]])
     >>> tours, lengths = held_karp(square)
@@ -52,9 +58,10 @@ def held_karp(coords_BxNx2: np.ndarray, *, chunk_size: int = 512
   if num_cities > MAX_CITIES:
     raise ValueError(f"held_karp takes at most {MAX_CITIES} cities (memory"
                      f" 2^N N per instance); got {num_cities}.")
-  if chunk_size < 1:
-    raise ValueError(f"chunk_size must be >= 1; got {chunk_size}.")
+  check_int("chunk_size", chunk_size, 1)
   distances_BxNxN = tsp.distance_matrices(coords_BxNx2)
+  if not len(distances_BxNxN):  # no instances: nothing to concatenate
+    return (np.zeros((0, num_cities), np.int32), np.zeros(0, np.float64))
   parts = [_solve(distances_BxNxN[i:i + chunk_size])
            for i in range(0, len(distances_BxNxN), chunk_size)]
   return (np.concatenate([p[0] for p in parts]),
@@ -104,8 +111,15 @@ def _solve(distances_BxNxN):
 
 
 def brute_force(coords_Nx2: np.ndarray) -> float:
-  """The optimal length of one small instance, by trying every tour (tests' reference)."""
-  tsp.check_coords(np.asarray(coords_Nx2)[None])
+  """The optimal length of one small instance, by trying every tour (tests' reference).
+
+  ``coords_Nx2`` must be one finite real ``[N, 2]`` instance, N >= 3
+  (``ValueError``); the time grows as ``(N - 1)!``.
+  """
+  if np.ndim(coords_Nx2) != 2:
+    raise ValueError(f"coords_Nx2 must be one instance, [num_cities, 2]; got"
+                     f" shape {np.shape(coords_Nx2)}.")
+  tsp.check_coords(np.asarray(coords_Nx2)[None], "coords_Nx2[None]")
   d = tsp.distance_matrices(np.asarray(coords_Nx2)[None])[0]
   n = len(d)
   best = np.inf

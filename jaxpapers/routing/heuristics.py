@@ -20,6 +20,7 @@ References:
 
 import numpy as np
 
+from jaxpapers._checks import check_int
 from jaxpapers.routing import tsp
 
 # A move must shorten the tour by more than this to count (float64 rounding).
@@ -28,6 +29,9 @@ _IMPROVEMENT = 1e-10
 
 def nearest_neighbour(coords_BxNx2: np.ndarray) -> np.ndarray:
   """Nearest-neighbour tours from city 0: ``[B, N]`` int32.
+
+  ``coords_BxNx2`` must be a finite real ``[B, N, 2]`` array, N >= 3
+  (``ValueError``).
 
   Example:
     >>> line = np.array([[[0., 0.], [3., 0.], [1., 0.], [2., 0.]]])
@@ -63,16 +67,22 @@ def two_opt(coords_BxNx2: np.ndarray, tours_BxN: np.ndarray, *,
     2-optimal tours (unless ``max_rounds`` ran out), never longer than the
     starting ones, with the same first city.
 
+  Raises:
+    ValueError: coordinates that are not a finite real ``[B, N, 2]`` array,
+      or ``max_rounds`` not an int >= 0.
+    TourError: ``tours_BxN`` not ``[B, N]`` permutations.
+
   Example:
     >>> square = np.array([[[0., 0.], [1., 1.], [1., 0.], [0., 1.]]])
     >>> two_opt(square, np.array([[0, 1, 2, 3]])).tolist()
     [[0, 2, 1, 3]]
   """
   distances_BxNxN = tsp.distance_matrices(coords_BxNx2)
-  tsp.check_tours(tours_BxN, distances_BxNxN.shape[1], "tours")
-  if max_rounds < 0:
-    raise ValueError(f"max_rounds must be >= 0; got {max_rounds}.")
   batch, n = distances_BxNxN.shape[:2]
+  tsp.check_tours(tours_BxN, n, "tours", batch=batch)
+  check_int("max_rounds", max_rounds, 0)
+  if not batch:  # no instances (the moves below reshape per instance)
+    return np.array(tours_BxN, np.int32)
   instances_B = np.arange(batch)[:, None, None]
   positions_N = np.arange(n)
   # Only j >= i + 2 changes the tour; (0, N-1) removes two adjacent edges.

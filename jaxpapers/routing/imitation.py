@@ -30,8 +30,11 @@ from typing import Any, NamedTuple
 from flax import nnx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 from jaxpapers.data import sampling
 from jaxpapers.routing import lehd
 from jaxpapers.routing import tsp
@@ -45,43 +48,72 @@ class TrainState(NamedTuple):
 
 def optimizer(learning_rate: float, *, steps_per_epoch: int,
               decay: float = 0.97) -> optax.GradientTransformation:
-  """``adam(exponential_decay(learning_rate, steps_per_epoch, decay, staircase=True))``."""
-  if not learning_rate > 0:
-    raise ValueError(f"learning_rate must be > 0; got {learning_rate}.")
-  if steps_per_epoch < 1:
-    raise ValueError(f"steps_per_epoch must be >= 1; got {steps_per_epoch}.")
-  if not 0 < decay <= 1:
+  """``adam(exponential_decay(learning_rate, steps_per_epoch, decay, staircase=True))``.
+
+  ``learning_rate`` must be a finite number > 0, ``steps_per_epoch`` an int
+  >= 1 and ``decay`` a number in (0, 1] (``ValueError``).
+  """
+  check_real("learning_rate", learning_rate, low=0.0, low_open=True)
+  check_int("steps_per_epoch", steps_per_epoch, 1)
+  check_real("decay", decay, low=0.0, low_open=True)
+  if not decay <= 1:
     raise ValueError(f"decay must be in (0, 1]; got {decay}.")
   return optax.adam(optax.exponential_decay(
       learning_rate, steps_per_epoch, decay, staircase=True))
 
 
-@functools.partial(jax.jit, static_argnames=(
-    "graphdef", "tx", "batch_size", "num_steps"))
+def _check_training(coords_MxNx2, tours_MxN, first_step, batch_size,
+                    num_steps) -> None:
+  """:func:`train_steps`'s checks: shapes always, values when concrete."""
+  tsp.check_coords(coords_MxNx2, "coords_MxNx2")
+  if np.shape(coords_MxNx2)[0] < 1:
+    raise ValueError("coords_MxNx2 must hold at least one instance to train"
+                     " on; got none.")
+  if np.ndim(tours_MxN) and len(tours_MxN) != len(coords_MxNx2):
+    raise ValueError(f"tours_MxN must label every instance: {len(tours_MxN)}"
+                     f" tours for {len(coords_MxNx2)} instances.")
+  tsp.check_tours(tours_MxN, np.shape(coords_MxNx2)[1], "tours")
+  if np.ndim(first_step) != 0 or not jnp.issubdtype(
+      jnp.result_type(first_step), jnp.integer):
+    raise ValueError(f"first_step must be an integer scalar; got"
+                     f" {jnp.result_type(first_step)}"
+                     f"{list(np.shape(first_step))}.")
+  check_int("batch_size", batch_size, 1)
+  check_int("num_steps", num_steps, 1)
+
+
 def train_steps(state: TrainState, coords_MxNx2: jax.Array,
                 tours_MxN: jax.Array, key: jax.Array, first_step: jax.Array,
                 *, graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
                 batch_size: int, num_steps: int
                 ) -> tuple[TrainState, jax.Array]:
-  """``num_steps`` steps from step ``first_step`` on the M labelled instances.
+  """``num_steps`` steps from step ``first_step`` on the M labelled instances (jitted).
 
   Returns the new state and the ``[num_steps]`` losses.
 
   Raises:
-    ValueError: for coordinates not ``[M, N, 2]``, fewer or more tours than
-      instances, ``batch_size < 1`` or ``num_steps < 1``.
-    TourError: for tours not ``[M, N]`` or not integer. Their values are
-      traced here and not checked: validate labels with
-      :func:`~jaxpapers.routing.tsp.tour_length` (eager) first.
+    ValueError: for coordinates not a real ``[M, N, 2]`` array with M >= 1
+      (and, concrete, finite), fewer or more tours than instances, a
+      ``first_step`` that is not an integer scalar, or ``batch_size`` or
+      ``num_steps`` not an int >= 1.
+    TourError: for tours not ``[M, N]`` integers, or (concrete) a row that
+      is not a permutation. Under an outer ``jit`` the values are traced:
+      non-finite coordinates then give NaN losses, and so does an example
+      drawn from a tour that is not a permutation
+      (:func:`~jaxpapers.routing.lehd.partial_paths`).
   """
-  tsp.check_coords(coords_MxNx2)
-  tsp.check_tours(tours_MxN, coords_MxNx2.shape[1], "tours")
-  if tours_MxN.shape[0] != coords_MxNx2.shape[0]:
-    raise ValueError(f"tours_MxN must label every instance: {tours_MxN.shape[0]}"
-                     f" tours for {coords_MxNx2.shape[0]} instances.")
-  if batch_size < 1 or num_steps < 1:
-    raise ValueError(f"batch_size and num_steps must be >= 1; got"
-                     f" {batch_size}, {num_steps}.")
+  _check_training(coords_MxNx2, tours_MxN, first_step, batch_size, num_steps)
+  return _train_steps(state, coords_MxNx2, tours_MxN, key, first_step,
+                      graphdef=graphdef, tx=tx, batch_size=batch_size,
+                      num_steps=num_steps)
+
+
+@functools.partial(jax.jit, static_argnames=(
+    "graphdef", "tx", "batch_size", "num_steps"))
+def _train_steps(state, coords_MxNx2, tours_MxN, key, first_step, *, graphdef,
+                 tx, batch_size, num_steps):
+  # Shapes again: lowering (below) reaches here without the wrapper.
+  _check_training(coords_MxNx2, tours_MxN, first_step, batch_size, num_steps)
 
   def step(state, t):
     pick_key, path_key = jax.random.split(jax.random.fold_in(key, t))
@@ -100,19 +132,51 @@ def train_steps(state: TrainState, coords_MxNx2: jax.Array,
   return jax.lax.scan(step, state, first_step + jnp.arange(num_steps))
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",))
+# XLA's cost analysis lowers the step without running it: the value checks,
+# which need concrete data, have nothing to guard there.
+train_steps.lower = _train_steps.lower
+
+
+def _check_gaps(coords_BxNx2, optimal_lengths_B) -> None:
+  tsp.check_coords(coords_BxNx2)
+  dtype = jnp.result_type(optimal_lengths_B)
+  if np.shape(optimal_lengths_B) != np.shape(coords_BxNx2)[:1] or not (
+      jnp.issubdtype(dtype, jnp.floating)
+      or jnp.issubdtype(dtype, jnp.integer)):
+    raise ValueError(f"optimal_lengths_B must be a real array of shape"
+                     f" [{np.shape(coords_BxNx2)[0]}]; got {dtype}"
+                     f"{list(np.shape(optimal_lengths_B))}.")
+  if isinstance(optimal_lengths_B, jax.core.Tracer):
+    return
+  lengths = np.asarray(optimal_lengths_B)
+  bad = ~(np.isfinite(lengths) & (lengths >= 0))
+  if bad.any():
+    raise ValueError(f"optimal_lengths_B must be finite and >= 0; got"
+                     f" {lengths[bad][:3].tolist()} ({int(bad.sum())} such).")
+
+
 def greedy_gaps(params: Any, coords_BxNx2: jax.Array,
                 optimal_lengths_B: jax.Array, *, graphdef: nnx.GraphDef
                 ) -> jax.Array:
-  """``length(greedy tour) / optimal length - 1`` per instance (the optimality gap).
+  """``length(greedy tour) / optimal length - 1`` per instance (the optimality gap, jitted).
 
-  ``optimal_lengths_B`` must be ``[B]`` (``ValueError``); a traced length of
-  0 gives an infinite or NaN gap.
+  ``coords_BxNx2`` must be a real ``[B, N, 2]`` array and
+  ``optimal_lengths_B`` a real ``[B]`` one; concrete, the coordinates must be
+  finite and the lengths finite and >= 0 (``ValueError``). An optimal length
+  of 0 (every city in one place) gives a NaN or infinite gap; traced,
+  non-finite coordinates and negative or non-finite lengths give NaN gaps.
   """
-  tsp.check_coords(coords_BxNx2)
-  if optimal_lengths_B.shape != coords_BxNx2.shape[:1]:
-    raise ValueError(f"optimal_lengths_B must have shape"
-                     f" [{coords_BxNx2.shape[0]}]; got"
-                     f" {list(optimal_lengths_B.shape)}.")
+  _check_gaps(coords_BxNx2, optimal_lengths_B)
+  return _greedy_gaps(params, coords_BxNx2, optimal_lengths_B,
+                      graphdef=graphdef)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef",))
+def _greedy_gaps(params, coords_BxNx2, optimal_lengths_B, *, graphdef):
+  _check_gaps(coords_BxNx2, optimal_lengths_B)
   tours_BxN = lehd.greedy_tours(nnx.merge(graphdef, params), coords_BxNx2)
-  return tsp.tour_length(coords_BxNx2, tours_BxN) / optimal_lengths_B - 1
+  gaps_B = tsp.tour_length(coords_BxNx2, tours_BxN) / optimal_lengths_B - 1
+  # A traced negative or infinite optimum would give a plausible gap (-1 for
+  # inf): NaN instead.
+  valid_B = jnp.isfinite(optimal_lengths_B) & (optimal_lengths_B >= 0)
+  return jnp.where(valid_B, gaps_B, jnp.nan)

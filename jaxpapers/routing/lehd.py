@@ -52,6 +52,8 @@ import numpy as np
 
 from jaxpapers import models
 from jaxpapers import tree
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 from jaxpapers.routing import tsp
 
 FF_MULTIPLE = 4
@@ -92,9 +94,9 @@ class HeavyDecoderConfig:
   def __post_init__(self):
     for name, low in (("width", 1), ("decoder_layers", 1), ("head_width", 1),
                       ("encoder_layers", 0)):
-      value = getattr(self, name)
-      if not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}; got {value!r}.")
+      check_int(name, getattr(self, name), low)
+    if not isinstance(self.gated, bool):
+      raise ValueError(f"gated must be a bool; got {self.gated!r}.")
     if self.width % self.head_width:
       raise ValueError(f"width={self.width} must be a multiple of"
                        f" head_width={self.head_width}.")
@@ -108,6 +110,7 @@ class ReZeroLayer(nnx.Module):
   """Attention then feed-forward, each as ``x + a * sublayer(x)`` with ``a = 0`` at init."""
 
   def __init__(self, config: HeavyDecoderConfig, *, rngs: nnx.Rngs):
+    _check_config(config)
     width = config.width
     self.attention = nnx.MultiHeadAttention(config.num_heads, width,
                                             decode=False, rngs=rngs)
@@ -153,6 +156,7 @@ class HeavyDecoder(nnx.Module):
   """
 
   def __init__(self, config: HeavyDecoderConfig, *, rngs: nnx.Rngs):
+    _check_config(config)
     self.config = config
     width = config.width
     self.embedding = nnx.Linear(2, width, rngs=rngs)
@@ -177,7 +181,16 @@ class HeavyDecoder(nnx.Module):
   @models.fsdp_gathered
   def step_logits(self, e_BxNxD: jax.Array, destination_B: jax.Array,
                   current_B: jax.Array, unvisited_BxN: jax.Array) -> jax.Array:
-    """One construction step's logits over the cities, ``-inf`` off ``unvisited``."""
+    """One construction step's logits over the cities, ``-inf`` off ``unvisited``.
+
+    ``destination_B`` and ``current_B`` are int ``[B]`` city ids,
+    ``unvisited_BxN`` a bool ``[B, N]`` mask (``ValueError`` otherwise, and
+    for concrete ids outside ``[0, N)``). Traced, a row with an id outside
+    ``[0, N)`` has NaN logits on its unvisited cities (-1 would otherwise be
+    read as the last city).
+    """
+    batch, n = np.shape(e_BxNxD)[:2]
+    _check_step(batch, n, destination_B, current_B, unvisited_BxN)
     e_BxNxD, unvisited_BxN = _gather_cities(e_BxNxD), _gather_cities(
         unvisited_BxN)
     take = lambda city_B: jnp.take_along_axis(
@@ -195,6 +208,9 @@ class HeavyDecoder(nnx.Module):
     for layer in self.decoder:
       tokens_BxTxD = layer(tokens_BxTxD, valid_BxT)
     scores_BxN = self.score(tokens_BxTxD[:, _CONTEXT_TOKENS:])[..., 0]
+    ids_ok_B = ((destination_B >= 0) & (destination_B < n)
+                & (current_B >= 0) & (current_B < n))
+    scores_BxN = jnp.where(ids_ok_B[:, None], scores_BxN, jnp.nan)
     return jnp.where(unvisited_BxN, scores_BxN, -jnp.inf)
 
   def __call__(self, coords_BxNx2, destination_B, current_B, unvisited_BxN):
@@ -202,32 +218,86 @@ class HeavyDecoder(nnx.Module):
                             unvisited_BxN)
 
 
+def _check_config(config) -> None:
+  if not isinstance(config, HeavyDecoderConfig):
+    raise TypeError(f"config must be a HeavyDecoderConfig; got"
+                    f" {type(config).__name__}.")
+
+
+def _check_model(model) -> None:
+  if not isinstance(model, HeavyDecoder):
+    raise TypeError(f"model must be a HeavyDecoder (nnx.merge the graphdef"
+                    f" and params first); got {type(model).__name__}.")
+
+
+def _check_ids(ids, name: str, shape: tuple[int, ...], n: int) -> None:
+  """Raises unless ``ids`` is an int array of ``shape`` (concrete: in ``[0, n)``)."""
+  dtype = jnp.result_type(ids)
+  if np.shape(ids) != shape or not jnp.issubdtype(dtype, jnp.integer):
+    raise ValueError(f"{name} must be an int array of shape {list(shape)};"
+                     f" got {dtype}{list(np.shape(ids))}.")
+  if not isinstance(ids, jax.core.Tracer):
+    values = np.asarray(ids)
+    bad = (values < 0) | (values >= n)
+    if bad.any():
+      raise ValueError(f"{name} must hold city ids in [0, {n}); got"
+                       f" {values[bad][:3].tolist()} ({int(bad.sum())} such"
+                       " ids).")
+
+
+def _check_step(batch, n, destination_B, current_B, unvisited_BxN) -> None:
+  _check_ids(destination_B, "destination_B", (batch,), n)
+  _check_ids(current_B, "current_B", (batch,), n)
+  if (np.shape(unvisited_BxN) != (batch, n)
+      or jnp.result_type(unvisited_BxN) != jnp.bool_):
+    raise ValueError(f"unvisited_BxN must be a bool array of shape"
+                     f" {[batch, n]}; got {jnp.result_type(unvisited_BxN)}"
+                     f"{list(np.shape(unvisited_BxN))}.")
+
+
 def layer_parameter_count(width: int, gated: bool = False) -> int:
   """Parameters of one :class:`ReZeroLayer`: ``12 D^2 + 9 D + 2`` (``+ D^2`` gated).
 
   Attention: q, k, v and output projections with biases (4D^2 + 4D); the
   feed-forward D -> 4D -> D (8D^2 + 5D); two ReZero scalars.
-  ``width`` must be an int >= 1 (``ValueError``).
+  ``width`` must be an int >= 1 and ``gated`` a bool (``ValueError``).
   """
-  if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-    raise ValueError(f"width must be an int >= 1; got {width!r}.")
+  check_int("width", width, 1)
+  if not isinstance(gated, bool):
+    raise ValueError(f"gated must be a bool; got {gated!r}.")
   return 12 * width ** 2 + 9 * width + 2 + (width ** 2 if gated else 0)
 
 
 def decoder_parameter_count(config: HeavyDecoderConfig) -> int:
-  """Parameters of the decoder's layers, ``L * layer_parameter_count(D)`` (~ 12 D^2 L)."""
+  """Parameters of the decoder's layers, ``L * layer_parameter_count(D)`` (~ 12 D^2 L).
+
+  ``TypeError`` unless ``config`` is a :class:`HeavyDecoderConfig`.
+  """
+  _check_config(config)
   return config.decoder_layers * layer_parameter_count(config.width,
                                                        config.gated)
 
 
 def parameter_count(model: nnx.Module) -> int:
-  """Every parameter of ``model`` (the embedding, W_f, W_c and the score head too)."""
+  """Every parameter of ``model`` (the embedding, W_f, W_c and the score head too).
+
+  ``TypeError`` unless ``model`` is an ``nnx.Module``.
+  """
+  if not isinstance(model, nnx.Module):
+    raise TypeError(f"model must be an nnx.Module; got {type(model).__name__}.")
   return sum(int(np.prod(p.shape))
              for p in jax.tree.leaves(nnx.state(model, nnx.Param)))
 
 
 def greedy_tours(model: HeavyDecoder, coords_BxNx2: jax.Array) -> jax.Array:
-  """Greedy construction from city 0 back to city 0: ``[B, N]`` int32 permutations."""
+  """Greedy construction from city 0 back to city 0: ``[B, N]`` int32 permutations.
+
+  Raises ``TypeError`` for a ``model`` that is not a :class:`HeavyDecoder`
+  and ``ValueError`` for coordinates that are not a real ``[B, N, 2]`` array
+  (or, concrete, not finite). Traced non-finite coordinates still give
+  permutations, but their :func:`~jaxpapers.routing.tsp.tour_length` is NaN.
+  """
+  _check_model(model)
   return _construct(model, coords_BxNx2, None, 1.0)
 
 
@@ -237,11 +307,18 @@ def sample_tours(model: HeavyDecoder, coords_BxNx2: jax.Array, key: jax.Array,
 
   Each step draws the next city from ``softmax(logits / temperature)`` over
   the unvisited cities; returns ``[B, N]`` int32 permutations.
+
+  Raises:
+    TypeError: ``model`` is not a :class:`HeavyDecoder`, or ``temperature``
+      is traced (it must be a concrete number).
+    ValueError: ``num_samples`` is not an int >= 1, ``temperature`` not a
+      finite number > 0, or the coordinates not a real ``[B, N, 2]`` array
+      (concrete: finite; traced non-finite ones give tours of NaN length,
+      as in :func:`greedy_tours`).
   """
-  if num_samples < 1:
-    raise ValueError(f"num_samples must be >= 1; got {num_samples}.")
-  if not temperature > 0:
-    raise ValueError(f"temperature must be > 0; got {temperature}.")
+  _check_model(model)
+  check_int("num_samples", num_samples, 1)
+  check_real("temperature", temperature, low=0.0, low_open=True)
   batch = np.shape(coords_BxNx2)[0]
   # Tiling a sharded batch, and reading the samples back per instance, have
   # no sharding on Explicit axes: sample on replicated instances and give
@@ -318,10 +395,18 @@ def partial_paths(key: jax.Array, tours_BxN: jax.Array,
     key: PRNG key.
     tours_BxN: tours (permutations).
     min_length: m, the shortest path drawn (>= 3: one candidate at least).
+
+  Raises:
+    TourError: ``tours_BxN`` is not ``[B, N]`` integers, or (concrete) a row
+      is not a permutation. Traced, such a row gives an example without
+      candidates (``unvisited_BxN`` all False), whose
+      :func:`imitation_loss` is NaN.
+    ValueError: N < 3, or ``min_length`` not an int in ``[3, N + 1]``.
   """
   tsp.check_num_cities(np.shape(tours_BxN)[-1], "tours.shape[1]")
   tsp.check_tours(tours_BxN, np.shape(tours_BxN)[-1], "tours")
   batch, n = np.shape(tours_BxN)
+  check_int("min_length", min_length, 3)
   if not 3 <= min_length <= n + 1:
     raise ValueError(f"min_length must be in [3, {n + 1}]; got {min_length}.")
   start_key, direction_key, length_key = jax.random.split(key, 3)
@@ -337,6 +422,11 @@ def partial_paths(key: jax.Array, tours_BxN: jax.Array,
   unvisited_BxN = jnp.any(
       (path_BxK[:, :, None] == jnp.arange(n)[None, None, :])
       & between_BxK[:, :, None], axis=1)
+  # A traced row that is not a permutation would give a plausible example
+  # with a wrong label: it gets no candidates, so its loss is NaN.
+  is_tour_B = jnp.all(jnp.sort(_gather_cities(tours_BxN), axis=1)
+                      == jnp.arange(n)[None, :], axis=1)
+  unvisited_BxN = unvisited_BxN & is_tour_B[:, None]
   destination_B = jnp.take_along_axis(path_BxK, length_B[:, None] - 1,
                                       axis=1)[:, 0]
   return PartialPaths(destination_B.astype(jnp.int32),
@@ -348,21 +438,53 @@ def imitation_loss(model: HeavyDecoder, coords_BxNx2: jax.Array,
                    paths: PartialPaths) -> jax.Array:
   """Mean cross-entropy of ``paths.target`` under the model's next-city softmax.
 
-  Raises ``ValueError`` unless ``paths`` holds one example per instance of
-  ``coords_BxNx2``: ``[B]`` cities and a ``[B, N]`` unvisited mask. A label
-  outside the unvisited cities has probability 0: its loss is infinite.
+  Raises:
+    TypeError: ``model`` is not a :class:`HeavyDecoder` or ``paths`` not
+      :class:`PartialPaths`.
+    ValueError: ``coords_BxNx2`` is not a real ``[B, N, 2]`` array with
+      B >= 1 (concrete: finite), or ``paths`` does not hold one example per
+      instance: int ``[B]`` cities and a bool ``[B, N]`` unvisited mask;
+      concrete, a city id outside ``[0, N)``, an example without candidates
+      or a target that is not one of its candidates.
+
+  Traced values are not checked: a target outside the unvisited cities has
+  probability 0 (an infinite loss), a city id outside ``[0, N)`` or an
+  example without candidates gives a NaN loss, and so do non-finite
+  coordinates.
   """
+  _check_model(model)
+  if not isinstance(paths, PartialPaths):
+    raise TypeError(f"paths must be PartialPaths; got {type(paths).__name__}.")
   tsp.check_coords(coords_BxNx2)
   batch, n = np.shape(coords_BxNx2)[:2]
+  if batch < 1:
+    raise ValueError("coords_BxNx2 must hold at least one example (the loss"
+                     " is a mean); got none.")
   expected = PartialPaths((batch,), (batch,), (batch, n), (batch,))
   for name, array, shape in zip(PartialPaths._fields, paths, expected):
     if np.shape(array) != shape:
       raise ValueError(f"paths.{name} must have shape {list(shape)} for"
                        f" coords of shape {np.shape(coords_BxNx2)}; got"
                        f" {list(np.shape(array))}.")
+  _check_step(batch, n, *paths[:3])
+  _check_ids(paths.target_B, "paths.target_B", (batch,), n)
+  if not isinstance(paths.unvisited_BxN, jax.core.Tracer) and not isinstance(
+      paths.target_B, jax.core.Tracer):
+    unvisited = np.asarray(paths.unvisited_BxN)
+    bad = ~unvisited[np.arange(batch), np.asarray(paths.target_B)]
+    if bad.any():
+      first = int(np.flatnonzero(bad)[0])
+      empty = ("" if unvisited.any(axis=1).all()
+               else " (some have no candidates at all)")
+      raise ValueError(
+          f"paths.target_B[{first}] must be one of the example's candidates"
+          f" (paths.unvisited_BxN[{first}]); {int(bad.sum())} such"
+          f" examples{empty}.")
   logits_BxN = model(coords_BxNx2, paths.destination_B, paths.current_B,
                      paths.unvisited_BxN)
   log_probs_BxN = jax.nn.log_softmax(logits_BxN, axis=-1)
   picked_B = jnp.take_along_axis(log_probs_BxN, paths.target_B[:, None],
                                  axis=1)[:, 0]
-  return -jnp.mean(picked_B)
+  # -1 would be read as the last city: ids outside [0, N) give NaN instead.
+  in_range_B = (paths.target_B >= 0) & (paths.target_B < n)
+  return -jnp.mean(jnp.where(in_range_B, picked_B, jnp.nan))

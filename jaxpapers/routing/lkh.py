@@ -20,7 +20,14 @@ References:
 
 import numpy as np
 
+from jaxpapers._checks import check_int
+from jaxpapers._checks import check_real
 from jaxpapers.routing import tsp
+
+# LKH-3 multiplies each integer weight by its PRECISION (100 by default) in C
+# ints; past INT_MAX / 100 it overflows and an assertion aborts the whole
+# process. Half that bound leaves room for the subgradient penalties it adds.
+MAX_WEIGHT = (2 ** 31 - 1) // 200
 
 
 def lkh_tours(coords_BxNx2: np.ndarray, *, runs: int = 1,
@@ -33,23 +40,30 @@ def lkh_tours(coords_BxNx2: np.ndarray, *, runs: int = 1,
     scale: distances are multiplied by this before rounding to integers.
 
   Raises:
+    ValueError: coordinates that are not a finite real ``[B, N, 2]`` array,
+      ``runs`` not an int >= 1, ``scale`` not a finite number > 0, or a
+      scaled distance above ``MAX_WEIGHT`` (LKH-3's int range: lower
+      ``scale``).
     ImportError: when ``elkai`` is not installed (it comes with the experiments extra).
   """
   tsp.check_coords(coords_BxNx2)
-  if runs < 1:
-    raise ValueError(f"runs must be >= 1; got {runs}.")
-  if scale <= 0:
-    raise ValueError(f"scale must be > 0; got {scale}.")
+  check_int("runs", runs, 1)
+  check_real("scale", scale, low=0.0, low_open=True)
+  weights_BxNxN = np.rint(tsp.distance_matrices(coords_BxNx2) * scale)
+  if weights_BxNxN.size and weights_BxNxN.max() > MAX_WEIGHT:
+    raise ValueError(
+        f"scale={scale} makes a distance {weights_BxNxN.max():.4g} > MAX_WEIGHT"
+        f" = {MAX_WEIGHT} (LKH-3 overflows its int weights): lower scale.")
   try:
     import elkai  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise ImportError("lkh_tours needs elkai (LKH-3 wheels on PyPI), which comes"
                       " with the experiments extra: pip install"
                       " 'jaxpapers[experiments]'") from e
-  weights_BxNxN = np.rint(tsp.distance_matrices(coords_BxNx2) * scale)
   tours = []
   for weights in weights_BxNxN.astype(np.int64):
-    cycle = elkai.DistanceMatrix(weights.tolist()).solve_tsp(runs=runs)[:-1]
+    cycle = elkai.DistanceMatrix(weights.tolist()).solve_tsp(
+        runs=int(runs))[:-1]
     start = cycle.index(0)
     tours.append(cycle[start:] + cycle[:start])
-  return np.asarray(tours, np.int32)
+  return np.asarray(tours, np.int32).reshape(weights_BxNxN.shape[:2])

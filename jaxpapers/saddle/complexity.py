@@ -7,6 +7,7 @@ drops out, so measured and predicted costs are compared through their
 least-squares log-log slopes.
 """
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -53,8 +54,9 @@ def growth_against_bound(xs: Sequence[float], measured: Sequence[float],
     >>> round(growth["measured_slope"], 3), growth["agrees"]
     (0.021, True)
   """
-  if not tolerance >= 0:
-    raise ValueError(f"tolerance must be >= 0, got {tolerance!r}.")
+  # An infinite tolerance would let every slope agree.
+  if not (tolerance >= 0 and math.isfinite(tolerance)):
+    raise ValueError(f"tolerance must be >= 0 and finite, got {tolerance!r}.")
   _check_positive_series("xs", xs, len(xs))
   _check_positive_series("measured", measured, len(xs))
   if bound is not None:

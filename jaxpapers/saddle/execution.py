@@ -144,13 +144,14 @@ def run(
     >>> trace.rounds[:3].tolist()  # two exchanges per EG step
     [2, 4, 6]
   """
-  if not isinstance(num_steps, int) or num_steps < 1:
+  if (not isinstance(num_steps, (int, np.integer))
+      or isinstance(num_steps, bool) or num_steps < 1):
     raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
   _check_mesh(game, mesh)
   check_constant("stop_residual", stop_residual, strict=False)
-  check_constant("max_residual", max_residual, strict=True)
+  check_constant("max_residual", max_residual, strict=True, finite=False)
   step_limit = num_steps if step_limit is None else step_limit
-  check_constant("step_limit", step_limit, strict=False)
+  check_constant("step_limit", step_limit, strict=False, integer=True)
   method, game, state = _on_one_device(mesh, method, game, state)
   return _run(method, _without_solution(game), state,
               jnp.asarray(stop_residual, game.dtype),

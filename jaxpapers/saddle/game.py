@@ -177,23 +177,37 @@ def check_blocks(game: Game, z_NxD: Any, name: str) -> None:
 
 
 def check_constant(name: str, value: Any, *, strict: bool,
-                   below: float | None = None) -> None:
+                   below: float | None = None, finite: bool = True,
+                   integer: bool = False) -> None:
   """Raises ``ValueError`` if a concrete ``value`` is not > 0 (``strict``) / >= 0.
 
-  With ``below``, the value must also be ``< below``. Traced values cannot be
-  checked at trace time and pass through (their ranges are documented).
+  With ``below``, the value must also be ``< below``; with ``finite`` (the
+  default) it must be finite (an infinite step size or constant makes every
+  iterate NaN); with ``integer``, a whole number (a cast to int would
+  truncate it). Traced values cannot be checked at trace time and pass
+  through (their ranges are documented).
   """
   try:
     concrete = np.asarray(value)
   except jax.errors.TracerArrayConversionError:
     return
+  if concrete.dtype == object or not np.issubdtype(concrete.dtype, np.number):
+    raise ValueError(f"{name} must be a real number, got {value!r}.")
   bad = ~(concrete > 0) if strict else ~(concrete >= 0)
   if below is not None:
     bad = bad | ~(concrete < below)
+  if finite:
+    bad = bad | ~np.isfinite(concrete)
+  if integer:
+    bad = bad | ~(np.round(concrete) == concrete)
   if np.any(bad):
     bound = "> 0" if strict else ">= 0"
     if below is not None:
       bound += f" and < {below}"
+    if finite:
+      bound += " and finite"
+    if integer:
+      bound += " (a whole number)"
     raise ValueError(f"{name} must be {bound}, got {concrete.tolist()}.")
 
 
@@ -230,6 +244,11 @@ def estimate_constants(
     :func:`with_constants`.
   """
   check_blocks(game, z_NxD, "z")
+  # Before any tracing (lambda_max checks them again).
+  check_constant("tol", tol, strict=False)
+  if (not isinstance(max_iters, (int, np.integer))
+      or isinstance(max_iters, bool) or max_iters < 1):
+    raise ValueError(f"max_iters must be a positive int, got {max_iters!r}.")
   key = jax.random.key(0) if key is None else key
   num_players = game.num_players
   _, jvp_fn = jax.linearize(game.operator, z_NxD)

@@ -1,6 +1,7 @@
 r"""Accuracy measures of a point of a game: :math:`\|F\|`, distance, duality gap."""
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -47,14 +48,14 @@ def duality_gap(game: Game, z_NxD: jax.Array,
     game: a two-player zero-sum game from
       :func:`~jaxpapers.saddle.saddle_game` (or the random constructors).
     z_NxD: the point, usually an ergodic average of iterates.
-    radius: R > 0, or None for the unconstrained gap.
+    radius: finite R > 0, or None for the unconstrained gap.
 
   Returns:
     The gap (scalar).
   """
   if radius is not None and not (isinstance(radius, (int, float))
-                                 and radius > 0):
-    raise ValueError(f"radius must be None or a positive number, got"
+                                 and radius > 0 and math.isfinite(radius)):
+    raise ValueError(f"radius must be None or a positive number (finite), got"
                      f" {radius!r}.")
   saddle_blocks(game)  # named errors before tracing
   check_blocks(game, z_NxD, "z")

@@ -22,7 +22,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jaxpapers.saddle.game import check_constant
 from jaxpapers.saddle.game import Game
 from jaxpapers.saddle.game import make_game
 from jaxpapers.tree import gather_explicit
@@ -95,6 +97,10 @@ def linear_game(jacobian_NxDxNxD: jax.Array, offset_NxD: jax.Array) -> Game:
     raise ValueError(
         f"offset_NxD must have shape ({num_players}, {dim}), got {offset.shape}."
     )
+  for name, array in (("jacobian_NxDxNxD", jacobian), ("offset_NxD", offset)):
+    if not isinstance(array, jax.core.Tracer) and not np.all(
+        np.isfinite(np.asarray(array))):
+      raise ValueError(f"{name} must be finite; it holds NaN or inf.")
   facts = _analyse(jacobian, offset)
   _check_concrete(
       "jacobian_NxDxNxD", facts.asymmetry,
@@ -233,8 +239,7 @@ def random_saddle_game(
   l_yy = l_xx if l_yy is None else l_yy
   for name, value in (("l_xx", l_xx), ("l_yy", l_yy), ("l_xy", l_xy),
                       ("mu", mu)):
-    if not value > 0:
-      raise ValueError(f"{name} must be > 0, got {value!r}.")
+    check_constant(name, value, strict=True)
   if not (mu <= l_xx and mu <= l_yy):
     raise ValueError(f"mu must be <= l_xx and l_yy, got mu={mu}.")
   p, b, q, linear = _random_saddle_blocks(key, dim, l_xx, l_yy, l_xy, mu,
@@ -267,6 +272,7 @@ def random_bilinear_game(
   solution :math:`(B^{-\top} b, -B^{-1} a)` exists.
   """
   _check_dim(dim)
+  check_constant("l_xy", l_xy, strict=True)
   if not 0 < min_singular_value <= l_xy:
     raise ValueError(
         "need 0 < min_singular_value <= l_xy, got"
@@ -305,6 +311,8 @@ def random_monotone_game(
   if not isinstance(num_players, int) or num_players < 2:
     raise ValueError(f"num_players must be an int >= 2, got {num_players!r}.")
   _check_dim(dim)
+  for name, value in (("mu", mu), ("l_self", l_self), ("l_cross", l_cross)):
+    check_constant(name, value, strict=True)
   if not (0 < 2 * mu <= l_self and l_cross > 0):
     raise ValueError(
         "need 0 < 2 * mu <= l_self and l_cross > 0, got"

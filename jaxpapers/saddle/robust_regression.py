@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers.saddle.game import estimate_constants
+from jaxpapers.saddle.game import check_constant
 from jaxpapers.saddle.game import Game
 from jaxpapers.saddle.game import make_game
 from jaxpapers.tree import gather_explicit
@@ -144,8 +145,7 @@ def robust_regression(
         f"num_nodes={num_nodes} exceeds the {features_nxd.shape[0]} examples."
     )
   for name, value in (("l2", l2), ("beta", beta)):
-    if not value > 0:
-      raise ValueError(f"{name} must be > 0, got {value!r}.")
+    check_constant(name, value, strict=True)
   if not isinstance(newton_iters, int) or newton_iters < 0:
     raise ValueError(f"newton_iters must be an int >= 0, got {newton_iters!r}.")
   dim = features_nxd.shape[1]

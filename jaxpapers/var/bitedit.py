@@ -47,6 +47,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers._checks import check_int
+from jaxpapers._checks import is_concrete
+
 TRUST_MODES = ("quadratic", "exact")
 CONTRASTS = ("cond", "post_cfg")
 # Keeps the quadratic radius finite where p(1 - p) underflows.
@@ -97,8 +100,14 @@ class Guidance(NamedTuple):
   clipped: jax.Array
 
 
-def _concrete(x) -> bool:
-  return not isinstance(x, jax.core.Tracer)
+def check_finite_scale(value: float | jax.Array, name: str) -> None:
+  """Raises ``ValueError`` for a concrete NaN or infinite guidance scale.
+
+  A traced one is used as given: a NaN scale makes the log-odds NaN, which
+  the generation loops of :mod:`jaxpapers.var.editing` refuse.
+  """
+  if is_concrete(value) and not np.all(np.isfinite(np.asarray(value))):
+    raise ValueError(f"{name} (the CFG scale) must be finite; got {value}.")
 
 
 def bit_edit(strength: float | jax.Array = 1.0,
@@ -119,25 +128,30 @@ def bit_edit(strength: float | jax.Array = 1.0,
     A :class:`BitEdit`.
 
   Raises:
-    ValueError: on ``epsilon <= 0`` or NaN, ``strength < 0`` or NaN, an
-      unknown ``trust`` or ``contrast``, or ``bisection_steps < 1``.
+    ValueError: on a non-scalar ``epsilon``, ``epsilon <= 0`` or NaN,
+      ``strength < 0``, NaN or inf, an unknown ``trust`` or ``contrast``, or
+      ``bisection_steps`` that is not an int >= 1 (values checked when
+      concrete).
 
   Example:
     >>> bit_edit(2.0, 0.01, trust="exact").trust
     'exact'
   """
-  if _concrete(epsilon) and not np.all(np.asarray(epsilon) > 0):
+  if jnp.ndim(epsilon) != 0:
+    raise ValueError(f"epsilon must be a scalar budget; got shape"
+                     f" {jnp.shape(epsilon)}.")
+  if is_concrete(epsilon) and not np.all(np.asarray(epsilon) > 0):
     raise ValueError(f"epsilon (the per-bit KL budget) must be > 0 (inf for no"
                      f" trust region); got {epsilon}.")
-  if _concrete(strength) and not np.all(np.asarray(strength) >= 0):
+  if is_concrete(strength) and not np.all(np.asarray(strength) >= 0):
     raise ValueError(f"strength (lambda) must be >= 0; got {strength}.")
+  if is_concrete(strength) and not np.all(np.isfinite(np.asarray(strength))):
+    raise ValueError(f"strength (lambda) must be finite; got {strength}.")
   if trust not in TRUST_MODES:
     raise ValueError(f"trust must be one of {TRUST_MODES}; got {trust!r}.")
   if contrast not in CONTRASTS:
     raise ValueError(f"contrast must be one of {CONTRASTS}; got {contrast!r}.")
-  if not isinstance(bisection_steps, int) or bisection_steps < 1:
-    raise ValueError(
-        f"bisection_steps must be a positive int; got {bisection_steps!r}.")
+  check_int("bisection_steps", bisection_steps, 1)
   return BitEdit(strength, epsilon, trust, contrast, bisection_steps)
 
 
@@ -158,10 +172,17 @@ def cfg(cond: jax.Array, uncond: jax.Array,
         scale: float | jax.Array) -> jax.Array:
   """Classifier-free guidance on logits, :math:`s\\,\\ell^c + (1 - s)\\,\\ell^u` (Infinity's form).
 
+  ``cond`` and ``uncond`` have one shape; a concrete ``scale`` must be
+  finite (a traced NaN one gives NaN log-odds).
+
   Example:
     >>> float(cfg(jnp.array(2.0), jnp.array(1.0), 3.0))
     4.0
   """
+  if jnp.shape(cond) != jnp.shape(uncond):
+    raise ValueError(f"uncond must have the shape of cond {jnp.shape(cond)};"
+                     f" got {jnp.shape(uncond)}.")
+  check_finite_scale(scale, "scale")
   return scale * cond + (1 - scale) * uncond
 
 
@@ -244,9 +265,10 @@ def trust_radius(clean_log_odds: jax.Array, direction: jax.Array,
     :math:`\delta_{\max}`, shaped like ``clean_log_odds``.
 
   Raises:
-    ValueError: for an unknown ``trust``, ``bisection_steps < 1``, a
-      non-scalar ``epsilon`` or a concrete one that is not > 0 (a traced
-      ``epsilon <= 0`` gives a NaN or zero radius).
+    ValueError / TypeError: for an unknown ``trust``, ``bisection_steps <
+      1``, non-floating ``clean_log_odds``, a ``direction`` that does not
+      broadcast to it, a non-scalar ``epsilon`` or a concrete one that is
+      not > 0 (a traced ``epsilon <= 0`` gives a NaN or zero radius).
 
   Example:
     >>> r = trust_radius(jnp.array([0.0]), jnp.array([1.0]), 1e-3,
@@ -256,13 +278,23 @@ def trust_radius(clean_log_odds: jax.Array, direction: jax.Array,
   """
   if trust not in TRUST_MODES:
     raise ValueError(f"trust must be one of {TRUST_MODES}; got {trust!r}.")
-  if not isinstance(bisection_steps, int) or bisection_steps < 1:
-    raise ValueError(
-        f"bisection_steps must be a positive int; got {bisection_steps!r}.")
+  check_int("bisection_steps", bisection_steps, 1)
   if jnp.ndim(epsilon) != 0:
     raise ValueError(f"epsilon must be a scalar budget; got shape"
                      f" {jnp.shape(epsilon)}.")
-  if _concrete(epsilon) and not np.asarray(epsilon) > 0:
+  if not jnp.issubdtype(jnp.result_type(clean_log_odds), jnp.floating):
+    raise TypeError(f"clean_log_odds must be floating point; got"
+                    f" {jnp.result_type(clean_log_odds)}.")
+  try:
+    broadcast = jnp.broadcast_shapes(jnp.shape(direction),
+                                     jnp.shape(clean_log_odds))
+  except ValueError:
+    broadcast = None
+  if broadcast != jnp.shape(clean_log_odds):
+    raise ValueError(f"direction must broadcast to the shape of"
+                     f" clean_log_odds {jnp.shape(clean_log_odds)}; got"
+                     f" {jnp.shape(direction)}.")
+  if is_concrete(epsilon) and not np.asarray(epsilon) > 0:
     raise ValueError(f"epsilon (the per-bit KL budget) must be > 0 (inf for no"
                      f" trust region); got {epsilon}.")
   epsilon = jnp.asarray(epsilon, clean_log_odds.dtype)
@@ -342,20 +374,27 @@ def guide(config: BitEdit, cond_target: jax.Array, cond_source: jax.Array,
     A :class:`Guidance`.
 
   Raises:
-    ValueError: on mismatched shapes or (concrete) non-finite log-odds.
+    ValueError / TypeError: on a ``config`` not from :func:`bit_edit`,
+      mismatched shapes, (concrete) non-finite log-odds or a (concrete)
+      non-finite ``cfg_scale``; traced, a NaN ``cfg_scale`` or
+      hyperparameter gives NaN guided log-odds.
 
   Example:
     >>> out = guide(bit_edit(0.0), jnp.ones(3), jnp.zeros(3), jnp.zeros(3), 3.0)
     >>> out.log_odds.tolist(), float(out.kl.max())
     ([3.0, 3.0, 3.0], 0.0)
   """
+  if not isinstance(config, BitEdit):
+    raise TypeError(f"config must be a BitEdit (from bit_edit); got"
+                    f" {type(config).__name__}.")
+  check_finite_scale(cfg_scale, "cfg_scale")
   for name, x in (("cond_source", cond_source), ("uncond", uncond)):
     if x.shape != cond_target.shape:
       raise ValueError(f"{name} must have the shape of cond_target"
                        f" {cond_target.shape}; got {x.shape}.")
   for name, x in (("cond_target", cond_target), ("cond_source", cond_source),
                   ("uncond", uncond)):
-    if _concrete(x) and not np.all(np.isfinite(np.asarray(x))):
+    if is_concrete(x) and not np.all(np.isfinite(np.asarray(x))):
       raise ValueError(f"{name} (log-odds) contains NaN or inf.")
   clean = cfg(cond_target, uncond, cfg_scale)
   contrast = cond_target - cond_source
@@ -373,7 +412,10 @@ def sample_bits(uniform: jax.Array, log_odds_: jax.Array) -> jax.Array:
 
   The noise is the sampler's randomness: the clean and the guided sampler
   given the same noise differ only where the guidance moved a bit's
-  probability across its draw.
+  probability across its draw. Concrete ``uniform`` must lie in [0, 1] and
+  concrete log-odds must not be NaN (``ValueError``); a traced NaN log-odds
+  draws False, which is why the generation loops of
+  :mod:`jaxpapers.var.editing` check their log-odds for NaN.
 
   Example:
     >>> sample_bits(jnp.array([0.5, 0.5]), jnp.array([-50.0, 50.0])).tolist()
@@ -382,6 +424,12 @@ def sample_bits(uniform: jax.Array, log_odds_: jax.Array) -> jax.Array:
   if uniform.shape != log_odds_.shape:
     raise ValueError(f"uniform must have the shape of the log-odds"
                      f" {log_odds_.shape}; got {uniform.shape}.")
+  if is_concrete(uniform):
+    values = np.asarray(uniform)
+    if not np.all((values >= 0) & (values <= 1)):
+      raise ValueError("uniform must be noise in [0, 1] (NaN is outside).")
+  if is_concrete(log_odds_) and np.any(np.isnan(np.asarray(log_odds_))):
+    raise ValueError("log_odds_ contains NaN: its bits cannot be drawn.")
   return uniform < jax.nn.sigmoid(log_odds_)
 
 
@@ -389,12 +437,18 @@ def quadratic_radius_error(clean_log_odds: jax.Array,
                            epsilon: float) -> jax.Array:
   """Relative gap ``|quadratic / exact - 1|`` of the two radii at ``clean_log_odds``.
 
-  Taken in the worse of the two directions (the KL is asymmetric in δ).
+  Taken in the worse of the two directions (the KL is asymmetric in δ);
+  1 where the exact radius is infinite (a budget the bit cannot use up).
+  ``epsilon`` must be finite and > 0: with no trust region there is no
+  radius to compare (``ValueError``).
 
   Example:
     >>> float(quadratic_radius_error(jnp.array([0.0]), 1e-3)[0]) < 0.05
     True
   """
+  if is_concrete(epsilon) and np.isinf(np.asarray(epsilon)).any():
+    raise ValueError("epsilon must be finite: with no trust region (inf) the"
+                     " two radii are both infinite.")
   quadratic = trust_radius(clean_log_odds, clean_log_odds, epsilon)
   gaps = [jnp.abs(quadratic / trust_radius(clean_log_odds, jnp.full_like(
       clean_log_odds, sign), epsilon, trust="exact") - 1) for sign in (-1, 1)]

@@ -99,7 +99,9 @@ class Edited(NamedTuple):
 
 def _raise_unless_finite(finite) -> None:
   if not bool(finite):
-    raise ValueError("generator.bit_logits returned NaN or inf log-odds.")
+    raise ValueError("NaN or inf log-odds: generator.bit_logits returned"
+                     " them, or a traced cfg_scale or BitEdit hyperparameter"
+                     " is NaN.")
 
 
 def _check_finite(finite: jax.Array) -> None:
@@ -108,6 +110,41 @@ def _check_finite(finite: jax.Array) -> None:
     jax.debug.callback(_raise_unless_finite, finite)
   else:
     _raise_unless_finite(finite)
+
+
+def _finite_so_far(finite: jax.Array, *log_odds: jax.Array) -> jax.Array:
+  """``finite`` and the finiteness of ``log_odds``; raises at once when concrete.
+
+  Eagerly the check comes before the bits are drawn from these log-odds
+  (so the error names the log-odds, not the sampler); traced, one host
+  callback at the end of the loop checks them all (:func:`_check_finite`).
+  """
+  for x in log_odds:
+    finite = finite & jnp.all(jnp.isfinite(x))
+  if not isinstance(finite, jax.core.Tracer):
+    _raise_unless_finite(finite)
+  return finite
+
+
+def _check_prompt(prompt: jax.Array, generator, name: str) -> None:
+  expected = jnp.shape(generator.null_prompt)
+  if jnp.shape(prompt) != expected:
+    raise ValueError(f"{name} must have the shape of the generator's prompt"
+                     f" embedding {expected}; got {jnp.shape(prompt)}.")
+
+
+def _check_bits(bits: jax.Array, shape: tuple[int, ...], name: str) -> None:
+  """Raises unless ``bits`` are ``shape`` booleans or (concretely) 0/1 ints."""
+  if tuple(bits.shape) != shape:
+    raise ValueError(f"{name} must have shape {shape} (h_k, w_k, d); got"
+                     f" {tuple(bits.shape)}.")
+  if not (bits.dtype == jnp.bool_ or jnp.issubdtype(bits.dtype, jnp.integer)):
+    raise TypeError(f"{name} must be a bool (or 0/1 int) array; got"
+                    f" {bits.dtype}.")
+  if (bits.dtype != jnp.bool_ and not isinstance(bits, jax.core.Tracer)
+      and not np.all((np.asarray(bits) == 0) | (np.asarray(bits) == 1))):
+    raise ValueError(f"{name} must hold bits 0 or 1; got values"
+                     f" {np.unique(np.asarray(bits))[:5].tolist()}.")
 
 
 def _log_odds(generator, prompt, prefix, scale):
@@ -136,15 +173,17 @@ def sample(generator: BitwiseGenerator, key: jax.Array, prompt: jax.Array, *,
   Args:
     generator: a :class:`BitwiseGenerator`.
     key: PRNG key of the sampling noise (one uniform per bit of every scale).
-    prompt: the prompt embedding.
-    cfg_scale: classifier-free guidance scale.
+    prompt: the prompt embedding, shaped like ``generator.null_prompt``.
+    cfg_scale: classifier-free guidance scale, finite.
 
   Returns:
     A :class:`Sample`.
 
   Raises:
-    ValueError: if the generator's log-odds are NaN or inf (under ``jit``,
-      when the compiled call runs, wrapped in a ``JaxRuntimeError``).
+    ValueError: on a prompt of another shape, a concrete non-finite
+      ``cfg_scale``, or if the guided log-odds are NaN or inf (the
+      generator's, or a traced NaN ``cfg_scale``'s; under ``jit``, when the
+      compiled call runs, wrapped in a ``JaxRuntimeError``).
 
   Batch it with ``jax.vmap``; over a batch sharded along an Explicit mesh
   axis use :func:`jaxpapers.tree.vmap_sharded` (the finiteness check's host
@@ -158,12 +197,14 @@ def sample(generator: BitwiseGenerator, key: jax.Array, prompt: jax.Array, *,
     >>> [b.shape for b in out.bits], out.latent.shape
     ([(1, 1, 8), (2, 2, 8), (4, 4, 8), (8, 8, 8)], (8, 8, 8))
   """
+  _check_prompt(prompt, generator, "prompt")
+  bitedit.check_finite_scale(cfg_scale, "cfg_scale")
   prefix = jnp.zeros((*generator.scales[-1], generator.num_bits))
   bits, finite = [], jnp.array(True)
   for k, uniform in enumerate(_uniforms(key, generator)):
     cond, uncond = _clean(generator, prompt, prefix, k)
     clean = bitedit.cfg(cond, uncond, cfg_scale)
-    finite = finite & jnp.all(jnp.isfinite(clean))
+    finite = _finite_so_far(finite, clean)
     bits.append(bitedit.sample_bits(uniform, clean))
     prefix = prefix + generator.upsample(generator.codes(bits[-1]), k)
   _check_finite(finite)
@@ -192,22 +233,29 @@ def edit(generator: BitwiseGenerator, key: jax.Array, source: Sample,
   Args:
     generator: a :class:`BitwiseGenerator`.
     key: PRNG key (the clean target sampler's key).
-    source: the source image's :class:`Sample`.
+    source: the source image's :class:`Sample`: per scale ``(h_k, w_k, d)``
+      bits, bool (or 0/1 ints).
     source_prompt: the source prompt embedding (the negative of the tilt).
     target_prompt: the target prompt embedding.
     config: BitEdit's hyperparameters, from
       :func:`jaxpapers.var.bitedit.bit_edit`.
-    cfg_scale: classifier-free guidance scale.
-    mask: ``(H, W)`` localisation mask in [0, 1] on the latent grid, or None
-      (no ResEdit: the edited bits make the whole latent).
-    gates: per-scale gates :math:`g_k` (default all 1).
+    cfg_scale: classifier-free guidance scale, finite.
+    mask: ``(H, W)`` localisation mask on the latent grid, float in [0, 1]
+      or bool, or None (no ResEdit: the edited bits make the whole latent).
+      A traced float mask outside [0, 1] makes the latent NaN there
+      (:func:`jaxpapers.var.resedit.compose_scale`).
+    gates: per-scale finite gates :math:`g_k` (default all 1).
 
   Returns:
     An :class:`Edited`.
 
   Raises:
-    ValueError: on a mask of the wrong shape or dtype, gates of the wrong
-      length, a source with other scales, or NaN/inf log-odds (under
+    ValueError / TypeError: on a mask of the wrong shape or dtype or
+      (concrete) values outside [0, 1], gates of the wrong length or
+      (concrete) non-finite, a source with other scales, shapes or
+      (concrete) bits outside {0, 1}, prompts of another shape, a concrete
+      non-finite ``cfg_scale``, or NaN/inf log-odds: the generator's, or the
+      guided ones of a traced NaN ``cfg_scale`` or hyperparameter (under
       ``jit``, when the compiled call runs).
 
   Batch it as :func:`sample`.
@@ -227,20 +275,27 @@ def edit(generator: BitwiseGenerator, key: jax.Array, source: Sample,
   if len(source.bits) != num_scales:
     raise ValueError(f"source must have the generator's {num_scales} scales;"
                      f" got {len(source.bits)}.")
+  for k, ((h, w), bits_k) in enumerate(zip(generator.scales, source.bits)):
+    _check_bits(bits_k, (h, w, generator.num_bits), f"source.bits[{k}]")
+  _check_prompt(source_prompt, generator, "source_prompt")
+  _check_prompt(target_prompt, generator, "target_prompt")
+  if not isinstance(config, bitedit.BitEdit):
+    raise TypeError(f"config must be a BitEdit (from bit_edit); got"
+                    f" {type(config).__name__}.")
+  bitedit.check_finite_scale(cfg_scale, "cfg_scale")
   if mask is not None:
-    resedit.check_mask(mask, generator.scales[-1])
-  gates = jnp.ones(num_scales) if gates is None else jnp.asarray(gates)
-  if gates.shape != (num_scales,):
-    raise ValueError(f"gates must hold one gate per scale ({num_scales},);"
-                     f" got shape {gates.shape}.")
+    mask = resedit.check_mask(mask, generator.scales[-1])
+  gates = resedit.check_gates(gates, num_scales)
   prefix = jnp.zeros((*generator.scales[-1], generator.num_bits))
   bits, kls, clipped, finite = [], [], [], jnp.array(True)
   for k, uniform in enumerate(_uniforms(key, generator)):
     cond, uncond = _clean(generator, target_prompt, prefix, k)
     cond_source = _log_odds(generator, source_prompt, prefix, k)
-    finite = finite & jnp.all(jnp.isfinite(cond)) & jnp.all(
-        jnp.isfinite(uncond)) & jnp.all(jnp.isfinite(cond_source))
     guided = bitedit.guide(config, cond, cond_source, uncond, cfg_scale)
+    # The guided log-odds too: a traced NaN cfg_scale, strength or epsilon
+    # would otherwise draw every bit False, silently.
+    finite = _finite_so_far(finite, cond, uncond, cond_source,
+                            guided.log_odds)
     bits.append(bitedit.sample_bits(uniform, guided.log_odds))
     kls.append(guided.kl)
     clipped.append(guided.clipped)

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers._checks import check_int
 from jaxpapers.var import resedit
 
 
@@ -67,9 +68,26 @@ class ToyGenerator(NamedTuple):
   def null_prompt(self) -> jax.Array:
     return jnp.zeros((self.prompt_dim,), self.decoder.dtype)
 
+  def _check_scale(self, scale: int) -> None:
+    if (not isinstance(scale, (int, np.integer)) or isinstance(scale, bool)
+        or not 0 <= scale < len(self.positions)):
+      raise ValueError(f"scale must be an int index in [0,"
+                       f" {len(self.positions)}); got {scale!r}.")
+
+  def _check_latent(self, latent: jax.Array, name: str) -> None:
+    expected = (*self.scales[-1], self.num_bits)
+    if tuple(latent.shape) != expected:
+      raise ValueError(f"{name} must be the (H, W, d) latent {expected}; got"
+                       f" {tuple(latent.shape)}.")
+
   def bit_logits(self, prompt: jax.Array, prefix: jax.Array,
                  scale: int) -> jax.Array:
     """Scale ``scale``'s ``(h, w, d, 2)`` logits given the ``(H, W, d)`` running code sum."""
+    self._check_scale(scale)
+    if tuple(prompt.shape) != (self.prompt_dim,):
+      raise ValueError(f"prompt must be a ({self.prompt_dim},) embedding; got"
+                       f" {tuple(prompt.shape)}.")
+    self._check_latent(prefix, "prefix")
     rows = self.downsamplers[scale]
     features = jnp.einsum("hH,HWe,wW->hwe", rows, prefix, rows)
     prompt_term = jnp.einsum("p,pdc->dc", prompt, self.prompt_maps[scale])
@@ -82,11 +100,17 @@ class ToyGenerator(NamedTuple):
 
   def upsample(self, code: jax.Array, scale: int) -> jax.Array:
     """Scale ``scale``'s ``(h, w, d)`` codes, bilinearly upsampled to the final grid."""
+    self._check_scale(scale)
+    expected = (*self.scales[scale], self.num_bits)
+    if tuple(code.shape) != expected:
+      raise ValueError(f"code must be scale {scale}'s {expected} codes; got"
+                       f" {tuple(code.shape)}.")
     rows = self.upsamplers[scale]
     return jnp.einsum("Hh,hwd,Ww->HWd", rows, code, rows)
 
   def decode(self, latent: jax.Array) -> jax.Array:
     """The ``(H * patch, W * patch, 3)`` image of an ``(H, W, d)`` latent."""
+    self._check_latent(latent, "latent")
     h, w, _ = latent.shape
     patches = jnp.einsum("hwd,dijc->hiwjc", latent, self.decoder)
     patch = self.decoder.shape[1]
@@ -117,16 +141,22 @@ def toy_generator(key: jax.Array, *, scales: Sequence[int] = (1, 2, 4, 8),
     A :class:`ToyGenerator`.
 
   Raises:
-    ValueError: on scales that are not increasing positive ints, or
-      non-positive sizes.
+    ValueError: on scales that are not increasing positive ints,
+      non-positive sizes, or non-finite gains.
   """
-  if (not scales or any(not isinstance(s, int) or s < 1 for s in scales)
+  is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
+  if (not scales or any(not is_int(s) or s < 1 for s in scales)
       or any(a >= b for a, b in zip(scales, scales[1:]))):
     raise ValueError(f"scales must be increasing positive ints; got {scales}.")
   for name, value in (("num_bits", num_bits), ("prompt_dim", prompt_dim),
                       ("patch", patch)):
-    if not isinstance(value, int) or value < 1:
+    if not is_int(value) or value < 1:
       raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
+  for name, value in (("prompt_gain", prompt_gain),
+                      ("feature_gain", feature_gain),
+                      ("position_gain", position_gain)):
+    if np.ndim(value) != 0 or not np.isfinite(value):
+      raise ValueError(f"{name} must be a finite number; got {value!r}.")
   sizes = {"prompt": (prompt_dim, num_bits, 2),
            "feature": (num_bits, num_bits, 2),
            "decoder": (num_bits, patch, patch, 3)}
@@ -161,6 +191,8 @@ def linear_resize_matrix(size_out: int, size_in: int) -> np.ndarray:
     >>> linear_resize_matrix(4, 2).tolist()
     [[1.0, 0.0], [0.75, 0.25], [0.25, 0.75], [0.0, 1.0]]
   """
+  for name, value in (("size_out", size_out), ("size_in", size_in)):
+    check_int(name, value, 1)
   scale = size_out / size_in
   width = max(1.0, 1.0 / scale)
   centres = (np.arange(size_out) + 0.5) / scale - 0.5

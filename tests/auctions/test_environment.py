@@ -14,6 +14,9 @@ from jaxpapers.auctions import environment as env_lib
 from jaxpapers.auctions import myopic
 
 SMALL = env_lib.EnvParams(horizon=2.0, base_intensity=8.0)
+# One compiled episode for every shading (theta is traced).
+_SHADED_EPISODE = jax.jit(lambda k, theta: myopic.run_episode(
+    k, SMALL, myopic.fixed_shading(theta, SMALL)))
 
 
 def _random_context(rng, size):
@@ -44,8 +47,7 @@ def test_monoid_laws_on_random_elements(seed):
 
 def test_associative_scan_equals_sequential_fold_of_an_episode():
   params = SMALL
-  episode = jax.jit(lambda k: myopic.run_episode(
-      k, params, myopic.fixed_shading(1.0, params)))(jax.random.key(3))
+  episode = _SHADED_EPISODE(jax.random.key(3), jnp.float32(1.0))
   times = episode.final_state.arrivals.time
   won = episode.won
   assert int(won.sum()) > 3
@@ -62,6 +64,16 @@ def test_associative_scan_equals_sequential_fold_of_an_episode():
       lambda p, e: jnp.concatenate([e[None], p[:-1]]), prefix,
       env_lib.identity_context())
   _assert_contexts_close(exclusive, episode.contexts)
+
+
+def test_a_nan_bid_makes_the_episode_return_nan_not_a_lost_auction():
+  # The environment reads a NaN bid as a losing one; the episode runner
+  # flags it, so a broken policy cannot pass for one that bid low.
+  episode = _SHADED_EPISODE(jax.random.key(3), jnp.float32(jnp.nan))
+  assert np.isnan(float(episode.episode_return))
+  assert not np.any(np.asarray(episode.won))  # the step itself: every bid lost
+  clean = _SHADED_EPISODE(jax.random.key(3), jnp.float32(0.0))  # not flagged
+  assert float(clean.episode_return) == 0.0
 
 
 def test_thinning_counts_match_the_integrated_intensity():

@@ -1,5 +1,7 @@
 """Myopic bids, MPC (grid and CEM) and the DP oracle against references."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -99,6 +101,34 @@ def _brute_force_values(params, nodes, weights, horizon):
   return values
 
 
+def _float64_recursion(params, nodes, weights, max_arrivals):
+  """V[k, n] for every k <= K, n <= K + 1 by the recursion itself, in float64.
+
+  No table, so no truncated count axis: V(k, n) recurses to counts n + k,
+  and F(w) = int_r^w P(D <= x) dx is integrated numerically (scipy.quad),
+  not taken from the closed form the code uses.
+  """
+  dist = stats.lognorm(s=params.competing_log_std,
+                       scale=np.exp(params.competing_log_mean))
+  r = params.reserve
+
+  @functools.cache
+  def surplus(w):
+    return integrate.quad(dist.cdf, r, w, epsabs=1e-13)[0] if w > r else 0.0
+
+  @functools.cache
+  def value(k, n):
+    if k == 0:
+      return 0.0
+    gain = value(k - 1, n + 1) - value(k - 1, n)
+    g = 1 / (1 + params.saturation_strength * n)
+    return value(k - 1, n) + sum(w * surplus(v * g + gain)
+                                 for v, w in zip(nodes, weights))
+
+  return np.array([[value(k, n) for n in range(max_arrivals + 2)]
+                   for k in range(max_arrivals + 1)])
+
+
 def test_dp_oracle_equals_brute_force_on_a_tiny_horizon():
   params = env_lib.EnvParams(format="second", saturation_measure="count",
                              recency=False, competing_log_amplitude=0.0,
@@ -111,6 +141,10 @@ def test_dp_oracle_equals_brute_force_on_a_tiny_horizon():
   for k in range(1, horizon + 1):
     for n in range(horizon + 1 - k + 1):
       assert table[k, n] == pytest.approx(brute[(k, n)], abs=2e-4), (k, n)
+  # Every entry the docstring offers, those with k + n > K + 1 included
+  # (they rested on a padded count column: off by up to 2.7e-2 here).
+  np.testing.assert_allclose(
+      table, _float64_recursion(params, nodes, weights, horizon), atol=1e-6)
 
 
 def test_dp_oracle_bid_is_at_most_the_myopic_valuation():
@@ -118,15 +152,32 @@ def test_dp_oracle_bid_is_at_most_the_myopic_valuation():
                              recency=False, competing_log_amplitude=0.0,
                              intensity_amplitude=0.0, **SMALL)
   table = dp_oracle.value_table(params, env_lib.num_slots(params))
-  gains = np.diff(np.asarray(table)[:, :-1], axis=1)
+  gains = np.diff(np.asarray(table), axis=1)
   assert np.all(gains <= 1e-6)
   obs, state = env_lib.reset(jax.random.key(0), params)
-  episode = jax.jit(lambda s, o: dp_oracle.run_oracle_from(s, o, table, params))(
-      state, obs)
+  run = jax.jit(lambda s, o, t: dp_oracle.run_oracle_from(s, o, t, params))
+  episode = run(state, obs, table)
   valid = np.asarray(state.arrivals.valid)
   bids, nus = np.asarray(episode.bids)[valid], np.asarray(episode.valuations)[valid]
   assert np.all(bids <= nus + 1e-6)
   assert np.any(bids < nus - 1e-3)  # it does shade
+  assert np.isfinite(float(episode.episode_return))
+  # A NaN bid (here from a damaged table) is flagged, not a lost auction.
+  assert np.isnan(float(run(state, obs, table.at[1:, 0].set(jnp.nan))
+                        .episode_return))
+
+
+def test_dp_oracle_bid_is_nan_where_the_table_does_not_reach():
+  # A table for K = 2 arrivals covers k = remaining - 1 <= 2 and n <= 2.
+  params = env_lib.EnvParams(format="second", saturation_measure="count",
+                             recency=False, competing_log_amplitude=0.0)
+  table = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+  bids = np.asarray(dp_oracle.oracle_bid(
+      table, jnp.ones(3), jnp.array([2.0, 0.0, 3.0]), jnp.array([3, 4, 1]),
+      params))
+  # Inside: v g(n) + V[k, n+1] - V[k, n] = 1 / (1 + 0.5 n) + 1.
+  assert bids[0] == pytest.approx(1 / 2 + 1)
+  assert np.isnan(bids[1]) and np.isnan(bids[2])
 
 
 def test_dp_oracle_rejects_other_settings_and_mpc_bad_config():

@@ -292,6 +292,7 @@ NOT_SHARDED = {
     "auctions.environment.integrated_intensity": (
         "a closed form in Python floats of EnvParams and two Python times"),
     "auctions.dp_oracle.check_setting": "validates EnvParams, no arrays",
+    "auctions.environment.check_params": "a type check of EnvParams, no arrays",
     "auctions.dp_oracle.lognormal_quadrature": (
         "host-side NumPy Gauss-Hermite nodes from Python floats"),
     "auctions.ppo.optimizer": "builds an optax transformation from PPOConfig",

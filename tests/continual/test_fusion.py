@@ -238,3 +238,104 @@ def test_two_coef_never_loses_to_the_running_mean_on_its_objective(seed, t,
     other = float(continual.objective(jnp.float32(alpha), jnp.float32(beta),
                                       *problem, lam))
     assert ours <= other * (1 + 1e-5) + 1e-5
+
+
+def _span_minimum64(theta0, previous, task, h_old, h_new, lam):
+  """min J over theta0 + span{u, v} in float64 (SVD least squares)."""
+  flat = lambda tree: np.concatenate(
+      [np.asarray(x, np.float64).ravel() for x in jax.tree.leaves(tree)])
+  theta0, previous, task, h_old, h_new = map(
+      flat, (theta0, previous, task, h_old, h_new))
+  basis = np.stack([previous - theta0, task - theta0], axis=1)
+  m = h_old + h_new + lam
+  gram = basis.T @ (m[:, None] * basis)
+  rhs = basis.T @ (h_old * (previous - theta0) + h_new * (task - theta0))
+  coefs = np.linalg.lstsq(gram, rhs, rcond=None)[0]
+  return _objective_at64(theta0 + basis @ coefs, theta0, previous, task,
+                         h_old, h_new, lam)
+
+
+def _objective_at64(fused, theta0, previous, task, h_old, h_new, lam):
+  """J at a given adapter, float64."""
+  flat = lambda tree: np.concatenate(
+      [np.asarray(x, np.float64).ravel() for x in jax.tree.leaves(tree)])
+  g, theta0, previous, task, h_old, h_new = map(
+      flat, (fused, theta0, previous, task, h_old, h_new))
+  return 0.5 * (np.sum(h_old * (g - previous) ** 2)
+                + np.sum(h_new * (g - task) ** 2)
+                + lam * np.sum((g - theta0) ** 2))
+
+
+@pytest.mark.parametrize("distance", [0.0, 1e-6, 1e-3, 1.0])
+def test_two_coef_reaches_the_minimum_for_parallel_to_orthogonal_directions(
+    distance):
+  # |v - u| / |u| = distance. A fixed 1e-12 ridge on the 2x2 normal
+  # equations gave NaN at 0 and 1e-6 and J 154% above its minimum at 1e-3.
+  rng = np.random.default_rng(12)
+  theta0, previous, _, h_old, h_new = _problem(12)
+  u = {k: np.asarray(previous[k] - theta0[k], np.float64) for k in SHAPES}
+  step = {k: rng.normal(size=s) for k, s in SHAPES.items()}
+  norm = lambda tree: np.sqrt(sum(np.sum(x ** 2) for x in tree.values()))
+  task = {k: jnp.asarray(previous[k] + distance * norm(u) / norm(step)
+                         * step[k], jnp.float32) for k in SHAPES}
+  fused, info = continual.fuse(theta0, previous, task, h_old, h_new, 2)
+  lam = float(info.lam)
+  best = _span_minimum64(theta0, previous, task, h_old, h_new, lam)
+  ours = _objective_at64(fused, theta0, previous, task, h_old, h_new, lam)
+  assert np.isfinite([info.alpha, info.beta]).all()
+  np.testing.assert_allclose(ours, best, rtol=1e-6)
+
+
+def test_one_task_fed_twice_stays_at_the_minimum_on_its_line():
+  # Used to give 2a, then NaN: u and v are parallel from task 2 on.
+  a = jnp.array([1.0, 2.0, -1.0, 0.5])
+  ones = jnp.ones(4)
+  fused, info = continual.fuse(jnp.zeros(4), a, a, ones, ones, 2)
+  # The exact minimiser on the line through a: 2 g - 2 a + lam g = 0.
+  np.testing.assert_allclose(fused, a * 2 / (2 + float(info.lam)), rtol=1e-6)
+  state = continual.init(jnp.zeros(4))
+  for t in range(1, 4):
+    previous, h_old = state.global_params, state.h_old
+    state, info = continual.update(state, a, ones)
+    lam = float(info.lam)
+    best = _span_minimum64(jnp.zeros(4), previous, a, h_old, ones, lam)
+    ours = _objective_at64(state.global_params, jnp.zeros(4), previous, a,
+                           h_old, ones, lam)
+    np.testing.assert_allclose(ours, best, rtol=1e-6)
+    # One direction: the minimum-norm pair, alpha / beta = |u| / |v|.
+    np.testing.assert_allclose(
+        float(info.alpha) * np.linalg.norm(a),
+        float(info.beta) * np.linalg.norm(previous), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("config", [
+    continual.FusionConfig(), continual.FusionConfig("single_beta")])
+def test_fusion_is_scale_free_and_a_nan_input_gives_nan(config):
+  # No fixed tiny constant decides a case: parameters and curvatures of
+  # size 1e-30 or 1e30 fuse like those of size 1.
+  theta0, previous, task, h_old, h_new = _problem(13)
+  reference, info = continual.fuse(theta0, previous, task, h_old, h_new, 2,
+                                   config)
+  for scale in (1e-30, 1e30):
+    times = lambda tree: jax.tree.map(lambda x: x * scale, tree)
+    fused, scaled_info = continual.fuse(
+        *map(times, (theta0, previous, task, h_old, h_new)), 2, config)
+    for k in SHAPES:
+      np.testing.assert_allclose(fused[k] / scale, reference[k], rtol=1e-5,
+                                 atol=1e-5)
+    np.testing.assert_allclose(jax.tree.leaves(scaled_info.beta),
+                               jax.tree.leaves(info.beta), rtol=1e-5)
+  nan_curvature = {**h_new, "bias": h_new["bias"].at[0].set(jnp.nan)}
+  fused, info = continual.fuse(theta0, previous, task, h_old, nan_curvature,
+                               2, config)
+  assert np.isnan(fused["bias"]).all()
+  assert np.isnan(jax.tree.leaves(info.beta)).any()
+
+
+def test_running_mean_with_a_traced_task_index_below_one_is_nan():
+  theta0, previous, task, h_old, h_new = _problem(14)
+  fused, info = jax.jit(continual.fuse, static_argnums=6)(
+      theta0, previous, task, h_old, h_new, jnp.int32(0),
+      continual.FusionConfig("running_mean"))
+  assert np.isnan(info.beta) and all(
+      np.isnan(leaf).all() for leaf in jax.tree.leaves(fused))

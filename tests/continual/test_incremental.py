@@ -31,6 +31,18 @@ def test_cosine_head_is_the_scaled_cosine():
                              rtol=1e-5, atol=1e-5)
 
 
+def test_cosine_head_is_scale_free_and_zero_rows_give_zero():
+  # A fixed 1e-12 added to the norms biased small rows (and 1e-30 rows
+  # scored 0); the rows are now scaled by their largest entry first.
+  head = continual.CosineClassifier(5, 3, rngs=nnx.Rngs(1))
+  x = jnp.asarray(np.random.default_rng(2).normal(size=(2, 5)), jnp.float32)
+  for scale in (1e-30, 1e30):
+    np.testing.assert_allclose(head(x * scale), head(x), rtol=1e-5, atol=1e-5)
+  zero = jnp.zeros((1, 5))
+  np.testing.assert_array_equal(head(zero), 0.0)
+  assert np.isfinite(jax.grad(lambda z: jnp.sum(head(z)))(zero)).all()
+
+
 @pytest.mark.parametrize("make", [
     lambda: continual.LowRankAdapter(0, 2, rngs=nnx.Rngs(0)),
     lambda: continual.CosineClassifier(4, 3, scale=0.0, rngs=nnx.Rngs(0)),
@@ -67,6 +79,20 @@ def test_a_task_learns_its_classes_and_leaves_frozen_rows_alone():
   assert float(jnp.mean(predictions == labels)) == 1.0
   # Classes not seen yet are never predicted.
   assert set(np.asarray(continual.predict(graphs, trained, x, 3))) <= {0, 1, 2}
+
+
+def test_the_batch_loss_is_a_weighted_mean_at_any_weight_scale():
+  # The mean divided by max(sum of weights, 1): weights of 0.01 scaled the
+  # loss (and the step) down 12.5 times.
+  x, labels, _ = _toy_task()
+  graphs, params = continual.init_learner(jax.random.key(0), 8, 2, 4)
+  # The settings (and shapes) of the test above: one compilation for both.
+  training = continual.TaskTraining(epochs=10, batch_size=8)
+  train = lambda w: continual.train_task(
+      graphs, params, x, labels, jnp.full(labels.shape, w, jnp.float32),
+      jax.random.key(1), num_seen=4, num_frozen=2, training=training)
+  for a, b in zip(jax.tree.leaves(train(0.01)), jax.tree.leaves(train(1.0))):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
 def test_batch_size_must_divide_the_rows():

@@ -1,4 +1,4 @@
-"""Batch Sharpness and GNI in closed form on least-squares losses."""
+"""Batch Sharpness and GNI in closed form: least squares and per-draw quadratics."""
 
 import functools
 
@@ -202,29 +202,110 @@ def test_gni_closed_form():
 def test_mismatched_batch_leaves_are_a_named_error():
   w, (x, y) = _problem()
   bad = (x[None, :8], y[None, :7])
-  with pytest.raises(ValueError, match="each batch.*disagree"):
+  with pytest.raises(ValueError, match="loss_fn fails on one draw of batches"):
     curvature.batch_sharpness(_loss, w, bad)
   bad = (jnp.stack([x[:8]] * 3), jnp.stack([y[:8]] * 2))
   with pytest.raises(ValueError, match="batches disagree"):
     curvature.batch_sharpness(_loss, w, bad)
 
 
-def test_empty_batches_are_a_named_error():
+def test_no_draws_is_a_named_error():
   w, (x, y) = _problem()
   with pytest.raises(ValueError, match="batches is empty"):
     curvature.batch_sharpness(_loss, w, (x[None, :0][:0], y[None, :0][:0]))
-  with pytest.raises(ValueError, match="each batch is empty"):
-    curvature.batch_sharpness(_loss, w, (x[None, :0], y[None, :0]))
 
 
-def test_non_scalar_loss_and_unknown_estimator_are_named_errors():
-  w, data = _problem()
-  batches = _batches(data)
-  per_example = lambda w, b: (b[0] @ w - b[1]) ** 2
-  with pytest.raises(ValueError, match="loss_fn must return a scalar"):
-    curvature.batch_sharpness(per_example, w, batches)
-  with pytest.raises(ValueError, match="estimator must be one of"):
-    curvature.batch_sharpness(_loss, w, batches, estimator="median")
+def _quadratic_form_loss(w, q):
+  return 0.5 * w @ q["A"] @ w - q["c"] @ w
+
+
+def _graph_loss(w, g):
+  """Squared differences of a linear node score along a draw's edges."""
+  score = g["nodes"] @ w
+  diff = score[g["edges"][:, 0]] - score[g["edges"][:, 1]]
+  return 0.5 * jnp.mean(diff**2) + 0.5 * g["decay"] * (w @ w)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _every_estimate(loss, w, stack, data):
+  """Each entry point that takes a stack of draws, in one compiled program."""
+  num = jax.tree.leaves(stack)[0].shape[0]
+  tile = lambda key, n: jax.tree.map(lambda x: x[np.arange(n) % num], stack)
+  return {
+      "auto": curvature.batch_sharpness(loss, w, stack).value,
+      "chunked": curvature.batch_sharpness(  # a numpy int is an int
+          loss, w, stack, chunk_size=np.int64(2)).value,
+      "ratio_of_means": curvature.batch_sharpness(
+          loss, w, stack, estimator="ratio_of_means").value,
+      # Two passes over the stack: the tolerance is never met, the budget is.
+      "adaptive": curvature.batch_sharpness_adaptive(
+          loss, w, tile, jax.random.key(0), min_draws=2, max_draws=2 * num,
+          rel_tol=1e-9, chunk_size=num).value,
+      "gni": curvature.gni(loss, w, stack, data).value,
+  }
+
+
+def _closed_form(hessians, grads):
+  """Each estimate for per-draw quadratics (exact H_j, g_j), in float64.
+
+  GNI measures on the first draw (its H is hessians[0], its gradient grads[0]).
+  """
+  a = np.einsum("ki,kij,kj->k", grads, hessians, grads)
+  c = np.einsum("ki,ki->k", grads, grads)
+  gni = np.mean(np.einsum("ki,ij,kj->k", grads, hessians[0], grads))
+  mean_of_ratios = np.mean(a / c)
+  return {"auto": mean_of_ratios, "chunked": mean_of_ratios,
+          "ratio_of_means": a.mean() / c.mean(),
+          "adaptive": mean_of_ratios, "gni": gni / c[0]}
+
+
+def test_a_stack_of_quadratic_forms_gives_the_closed_form():
+  # Each draw is one quadratic L_j(w) = w'A_j w / 2 - c_j'w, not a batch of
+  # examples: H_j = A_j and g_j = A_j w - c_j in the module's definition.
+  rng = np.random.default_rng(5)
+  k, d = 6, 3
+  m = rng.normal(size=(k, d, d))
+  shift = np.arange(1, k + 1)[:, None, None] * np.eye(d)  # well conditioned
+  hess = m @ np.swapaxes(m, 1, 2) / d + shift
+  forms = {"A": hess.astype(np.float32),
+           "c": rng.normal(size=(k, d)).astype(np.float32)}
+  w = np.array([1.0, -0.5, 2.0], np.float32)
+  hess = forms["A"].astype(np.float64)
+  grads = hess @ w.astype(np.float64) - forms["c"]
+  first = jax.tree.map(lambda x: x[0], forms)
+  got = _every_estimate(_quadratic_form_loss, w, forms, first)
+  expected = _closed_form(hess, grads)
+  for name, value in expected.items():
+    np.testing.assert_allclose(got[name], value, rtol=2e-5, err_msg=name)
+  # A NaN in one draw is not dropped as if its gradient had vanished.
+  forms["c"][2, 0] = np.nan
+  got = _every_estimate(_quadratic_form_loss, w, forms, first)
+  for name in expected:
+    assert np.isnan(got[name]), name
+
+
+def test_fixed_size_graphs_with_a_per_draw_scalar_give_the_closed_form():
+  # Per-draw leaves of unrelated shapes ((N, F) nodes, (E, 2) int edges, a
+  # scalar): L_j = w'M_j w / 2 with M_j = mean_e d_e d_e' + decay_j I.
+  rng = np.random.default_rng(6)
+  k, n, e, f = 5, 4, 7, 3
+  graphs = {"nodes": rng.normal(size=(k, n, f)).astype(np.float32),
+            "edges": rng.integers(0, n, size=(k, e, 2)).astype(np.int32),
+            "decay": np.linspace(0.1, 0.5, k).astype(np.float32)}
+  w = np.array([0.5, -1.0, 1.5], np.float32)
+  nodes = graphs["nodes"].astype(np.float64)
+  rows = np.arange(k)[:, None]
+  src, dst = graphs["edges"][..., 0], graphs["edges"][..., 1]
+  diff = nodes[rows, src] - nodes[rows, dst]
+  hess = (np.einsum("kei,kej->kij", diff, diff) / e
+          + graphs["decay"][:, None, None] * np.eye(f))
+  grads = hess @ w.astype(np.float64)
+  # The other entry points share the check (see the quadratic forms above).
+  got = jax.jit(functools.partial(curvature.batch_sharpness, _graph_loss))(
+      w, graphs)
+  np.testing.assert_allclose(got.value, _closed_form(hess, grads)["auto"],
+                             rtol=2e-5)
+  assert int(got.num_draws) == k
 
 
 def test_adaptive_budget_must_be_a_multiple_of_the_chunk():

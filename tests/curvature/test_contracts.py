@@ -1,5 +1,7 @@
 """jaxpapers.curvature under Auto and Explicit meshes, and a table of misuse."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,13 +76,30 @@ def _quadratic(w, batch):
   return 0.5 * jnp.mean((batch @ w) ** 2)
 
 
+# One compiled program per input shape for the numeric cases below.
+_sharpness = jax.jit(functools.partial(curvature.batch_sharpness, _quadratic),
+                     static_argnames="estimator")
+
+
 MISUSE = [
-    # One unstacked (b, d) batch is not b draws of d examples.
-    (lambda: curvature.batch_sharpness(_quadratic, jnp.ones(3), jnp.ones((5, 3))),
-     ValueError, "fails on the first example of a draw"),
-    (lambda: curvature.gni(_quadratic, jnp.ones(3), jnp.ones((5, 3)),
+    # A loss that cannot take one draw (the leading axis removed) is named.
+    (lambda: curvature.batch_sharpness(_quadratic, jnp.ones(3),
+                                       jnp.ones((4, 2, 5))),
+     ValueError, r"loss_fn fails on one draw of batches.*\(2, 5\)"),
+    (lambda: curvature.gni(_quadratic, jnp.ones(3), jnp.ones((4, 2, 5)),
                            jnp.ones((5, 3))),
-     ValueError, "not a batch axis"),
+     ValueError, "leading axis of every leaf of batches indexes draws"),
+    (lambda: curvature.batch_sharpness_adaptive(
+        _quadratic, jnp.ones(3), lambda k, n: jnp.ones((n, 2, 5)),
+        jax.random.key(0)),
+     ValueError, "loss_fn fails on one draw of batches"),
+    (lambda: curvature.batch_sharpness_adaptive(
+        _quadratic, jnp.ones(3), lambda k, n: jnp.ones((n + 1, 2, 3)),
+        jax.random.key(0)),
+     ValueError, r"must return num draws .* got 21 for num=20"),
+    (lambda: curvature.batch_sharpness(_quadratic, jnp.ones(3),
+                                       (jnp.ones((4, 2, 3)), jnp.ones(3))),
+     ValueError, "leaves of batches disagree"),
     (lambda: curvature.batch_sharpness(_quadratic, jnp.ones(3),
                                        jnp.ones((4, 2, 3)), chunk_size=0),
      ValueError, "chunk_size must be None or a positive int"),
@@ -95,7 +114,14 @@ MISUSE = [
     (lambda: curvature.batch_sharpness_adaptive(
         _quadratic, jnp.ones(3), lambda k, n: jnp.ones((n, 2, 3)),
         jax.random.key(0), rel_tol=0.0),
-     ValueError, "rel_tol must be positive"),
+     ValueError, "rel_tol must be a positive scalar"),
+    (lambda: curvature.batch_sharpness_adaptive(
+        _quadratic, jnp.ones(3), lambda k, n: jnp.ones((n, 2, 3)),
+        jax.random.key(0), rel_tol=float("nan")),
+     ValueError, "rel_tol must be a positive scalar, got nan"),
+    (lambda: curvature.batch_sharpness(_quadratic, jnp.ones(3),
+                                       jnp.ones((4, 2, 3)), chunk_size=True),
+     ValueError, "chunk_size must be None or a positive int"),
     (lambda: curvature.batch_sharpness_adaptive(
         _quadratic, jnp.ones(3), lambda k, n: jnp.ones((n, 2, 3)),
         jax.random.key(0), min_draws=2.5),
@@ -117,7 +143,7 @@ MISUSE = [
                                       jnp.ones((2, 3))),
      ValueError, "v must have the leaf shapes of params"),
     (lambda: curvature.lambda_max(lambda v: 2.0 * v, jnp.ones(3), tol=-1.0),
-     ValueError, "tol must be >= 0"),
+     ValueError, "tol must be .*>= 0"),
     (lambda: curvature.directional_curvature(
         lambda w, x: x @ w, jnp.ones(3), jnp.ones((2, 3))),
      ValueError, r"loss_fn must return a scalar, got an array of shape \(2,\)"),
@@ -136,18 +162,29 @@ def test_misuse_is_a_named_error(index):
 
 def test_all_zero_gradients_give_nan_with_no_draws():
   # Every draw's gradient vanishes at w = 0: no direction to measure along.
-  est = curvature.batch_sharpness(_quadratic, jnp.zeros(3), jnp.ones((4, 2, 3)))
+  est = _sharpness(jnp.zeros(3), jnp.ones((4, 2, 3)))
   assert int(est.num_draws) == 0
   assert np.isnan(est.value) and np.isnan(est.stderr)
-  ratio = curvature.batch_sharpness(_quadratic, jnp.zeros(3), jnp.ones((4, 2, 3)),
-                                    estimator="ratio_of_means")
+  ratio = _sharpness(jnp.zeros(3), jnp.ones((4, 2, 3)),
+                     estimator="ratio_of_means")
   assert np.isnan(ratio.value)
+
+
+def test_an_unstacked_batch_is_b_draws_of_one_example():
+  # The documented layout (leading axis = draws), not a refusal: each row is
+  # one draw of a single example x, where g = x (x'w) and H = x x', so every
+  # draw's ratio is x'x.
+  x = jnp.asarray(np.random.default_rng(2).normal(size=(5, 3)), jnp.float32)
+  est = _sharpness(jnp.array([1.0, -2.0, 0.5]), x)
+  np.testing.assert_allclose(est.value, np.mean(np.sum(np.square(x), 1)),
+                             rtol=1e-5)
+  assert int(est.num_draws) == 5
 
 
 def test_a_properly_stacked_single_batch_still_works():
   batch = jnp.asarray(np.random.default_rng(1).normal(size=(5, 3)), jnp.float32)
   w = jnp.array([1.0, -2.0, 0.5])
-  est = curvature.batch_sharpness(_quadratic, w, batch[None])
+  est = _sharpness(w, batch[None])
   g = batch.T @ (batch @ w) / 5
   h = batch.T @ batch / 5
   np.testing.assert_allclose(est.value, g @ h @ g / (g @ g), rtol=1e-5)

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxpapers import data as data_lib
 
@@ -40,3 +41,16 @@ def test_dataset_is_deterministic_and_stacks_fold_in_keys():
                                       num_steps=2, size=32)
   np.testing.assert_allclose(a[1], one, atol=1e-6)
   assert not np.allclose(a[0], a[1])
+
+
+@pytest.mark.slow  # a compile with traced ranges
+def test_traced_out_of_range_radii_or_width_make_every_frame_nan():
+  # Concrete ones are refused (test_contracts.py); traced, a reversed range
+  # used to draw radii between its ends.
+  trajectory = jax.jit(lambda radii, width: data_lib.advection_trajectory(
+      jax.random.key(0), num_steps=1, size=8, min_discs=1, max_discs=1,
+      radius_range=radii, edge_width=width))
+  for radii, width in (((3.0, 1.0), 1.5), ((-1.0, 2.0), 1.5),
+                       ((1.0, 3.0), -1.0)):
+    assert np.isnan(trajectory(jnp.array(radii), width)).all()
+  assert np.isfinite(trajectory(jnp.array([1.0, 3.0]), 1.5)).all()

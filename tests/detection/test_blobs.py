@@ -69,3 +69,14 @@ def test_bad_inputs_are_named():
     blobs.log_proposals(jnp.zeros((1, 30, 32)))
   with pytest.raises(ValueError, match="count_range"):
     blobs.blob_images(jax.random.key(0), 1, count_range=(0, 4))
+
+
+def test_traced_separable_or_non_binary_labels_give_a_nan_fit():
+  # Separated classes have no finite fit: Newton's weights would only grow.
+  response = jnp.array([0.0, 1.0, 2.0, 3.0])
+  fit = jax.jit(lambda r, y: blobs.fit_calibration(r, y, num_newton_steps=5))
+  for labels in ([0.0, 0.0, 1.0, 1.0], [0.0, 255.0, 0.0, 255.0]):
+    cal = fit(response, jnp.array(labels))
+    assert np.isnan(float(cal.weight)) and np.isnan(float(cal.bias))
+  cal = fit(response, jnp.array([0.0, 1.0, 0.0, 1.0]))
+  assert float(cal.weight) == pytest.approx(0.91, abs=0.01)

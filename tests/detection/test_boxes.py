@@ -70,3 +70,39 @@ def test_bad_inputs_are_named():
   with pytest.raises(ValueError, match="proposals_valid_P"):
     detection.box_recall(jnp.zeros((3, 4)), jnp.zeros((2, 4)),
                          proposals_valid_P=jnp.ones(3, jnp.bool_))
+
+
+def test_traced_bad_boxes_give_nan_not_a_smaller_iou_or_recall():
+  # A box with swapped corners had IoU 0 with itself, and a NaN box IoU 0
+  # with everything: traced (not refusable) both are NaN, recall too.
+  good, swapped, nan_box = [0.0, 0.0, 2.0, 2.0], [2.0, 0.0, 0.0, 2.0], [
+      0.0, 0.0, jnp.nan, 2.0]
+  boxes = jnp.array([good, swapped, nan_box])
+  only_good = jnp.array([True, False, False])
+
+  @jax.jit
+  def run(boxes):
+    return (detection.box_iou(boxes, boxes),
+            detection.covered_ground_truth(boxes, boxes[:1]),
+            detection.box_recall(boxes, boxes[:1]),
+            detection.box_recall(boxes, boxes, truth_valid_G=only_good,
+                                 proposals_valid_P=only_good))
+
+  iou, covered, recall, masked_recall = run(boxes)
+  expected = np.full((3, 3), np.nan)
+  expected[0, 0] = 1.0
+  np.testing.assert_array_equal(np.asarray(iou), expected)
+  assert np.asarray(covered).tolist() == [True, False, False]
+  assert np.isnan(float(recall))
+  # Bad boxes masked out as padding are not looked at.
+  assert float(masked_recall) == 1.0
+
+
+def test_padding_is_not_value_checked_eagerly():
+  # A valid call: padding rows may hold anything (here NaN and swapped).
+  boxes = jnp.array([[0.0, 0.0, 2.0, 2.0], [2.0, 0.0, 0.0, 2.0],
+                     [jnp.nan] * 4])
+  valid = jnp.array([True, False, False])
+  recall = detection.box_recall(boxes, boxes, truth_valid_G=valid,
+                                proposals_valid_P=valid)
+  assert float(recall) == 1.0

@@ -158,3 +158,29 @@ def test_bad_dq_detr_tables_are_refused():
     detection.dq_detr(budgets=(300, 500))
   with pytest.raises(ValueError, match="non-decreasing"):
     detection.dq_detr(budgets=(900, 500, 300, 1500))
+
+
+def test_traced_nan_confidence_flags_every_budget():
+  # A NaN confidence used to drop out of the count, lowering the budget.
+  scores = jnp.array([0.9, jnp.nan, 0.1, 0.5])
+  butr = detection.butr(k_min=1, k_max=3, margin=0)
+  dq = detection.dq_detr((1, 2), (1, 2, 3))
+
+  @jax.jit
+  def run(scores):
+    selection = detection.select_queries(butr, scores)
+    clean = detection.select_queries(butr, jnp.nan_to_num(scores))
+    return (detection.soft_count(scores, 0.2),
+            detection.soft_count(scores, 0.2, "hard"), dq.budget(scores),
+            detection.budget_from_count(scores[2] - 1, rate=1.5, margin=0,
+                                        k_min=1, k_max=3),
+            selection, detection.share_batch_max(jnp.stack(
+                [clean.budget, selection.budget])), clean.budget)
+
+  soft, hard, dq_budget, negative, selection, shared, clean = run(scores)
+  assert np.isnan(float(soft)) and np.isnan(float(hard))
+  assert int(dq_budget) == detection.NO_BUDGET == -1
+  assert int(negative) == detection.NO_BUDGET
+  assert int(selection.budget) == detection.NO_BUDGET
+  assert not np.asarray(selection.valid).any()
+  assert np.asarray(shared).tolist() == [-1, -1] and int(clean) == 3

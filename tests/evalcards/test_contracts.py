@@ -14,14 +14,18 @@ def _entry(**overrides):
 def _record(**overrides):
   kwargs = {"evaluation_id": "e", "source_type": "evaluation_run",
             "organization": "us", "relationship": "first_party",
-            "model_info": {"name": "m", "id": "m"}, "results": [_entry()],
+            "model_info": {"name": "m", "id": "m", "additional_details": {
+                "deployment_type": "unknown", "model_availability": "unknown"}},
+            "results": [_entry()],
             "eval_library": {"name": "jaxpapers", "version": "1"},
             "retrieved_timestamp": "0", **overrides}
   return evalcards.run_record(**kwargs)
 
 
 _ROWS = evalcards.rows([_record()])
-_OTHER_GROUP = evalcards.rows([_record(model_info={"name": "n", "id": "n"})])
+_OTHER_GROUP = evalcards.rows([_record(model_info={
+    "name": "n", "id": "n", "additional_details": {
+        "deployment_type": "unknown", "model_availability": "unknown"}})])
 _ANALYSIS = evalcards.analyze([_record()])
 
 MISUSE = [
@@ -36,6 +40,17 @@ MISUSE = [
     (lambda: _entry(num_samples=0), ValueError, "num_samples must be an int >= 1"),
     (lambda: _record(relationship="friend"), evalcards.RecordError,
      "evaluator_relationship"),
+    # EEE 0.3.0 requires both model axes; a record without them is refused.
+    (lambda: _record(model_info={"name": "m", "id": "m"}),
+     evalcards.RecordError, "model_info: 'additional_details' is a required"),
+    (lambda: _record(model_info={"name": "m", "id": "m", "additional_details": {
+        "deployment_type": "cloud", "model_availability": "unknown"}}),
+     evalcards.RecordError, "model_info.additional_details.deployment_type"),
+    # Our reproducibility fields: a mapping, with mappings for versions.
+    (lambda: _record(repro=[("seeds", [0])]), TypeError,
+     "repro must be a mapping"),
+    (lambda: _record(repro={"versions": "jax 0.7"}), TypeError,
+     r"repro\['versions'\] must be a mapping"),
     (lambda: evalcards.validate_record({"schema_version": "0.2.2"}),
      evalcards.RecordError, "invalid EEE run record"),
     (lambda: evalcards.rows([{"evaluation_results": [{}]}]),

@@ -7,6 +7,9 @@ import pytest
 
 from jaxpapers import evalcards
 
+# The two model axes EEE 0.3.0 requires.
+AXES = {"deployment_type": "unknown", "model_availability": "unknown"}
+
 
 def _record(organization, scores, *, relationship="third_party", unit=None,
             bounds=None, generation_args=None, model="m", metric="acc",
@@ -26,7 +29,8 @@ def _record(organization, scores, *, relationship="third_party", unit=None,
   return evalcards.run_record(
       evaluation_id=record_id or f"{organization}/{model}/{scores}",
       source_type="evaluation_run", organization=organization,
-      relationship=relationship, model_info={"name": model, "id": model},
+      relationship=relationship,
+      model_info={"name": model, "id": model, "additional_details": AXES},
       eval_library={"name": "lm_eval", "version": "1"}, results=results,
       repro=repro, retrieved_timestamp="0")
 
@@ -136,6 +140,26 @@ def test_repro_block_replaces_generation_fields():
   (result,) = evalcards.analyze([_record("us", [1.0], repro=dirty)])["results"]
   assert result["reproducibility"]["missing"] == [
       "versions.jaxlib", "versions.optax", "git_commit"]
+  # No seeds (an empty list) and no x64 flag are missing fields too.
+  bare = {k: v for k, v in repro.items() if k != "x64"}
+  (result,) = evalcards.analyze([_record("us", [1.0], repro=dict(
+      bare, seeds=[]))])["results"]
+  assert result["reproducibility"]["missing"] == ["seeds", "x64"]
+
+
+def test_repro_fields_round_trip_through_source_metadata():
+  repro = {"seeds": [0, 1], "versions": {"jax": "0.10.2"},
+           "platform": {"backend": "cpu", "device_count": 2}, "x64": True,
+           "git_commit": "abc1234", "config_hash": "f00"}
+  record = _record("us", [1.0], repro=repro)
+  details = record["source_metadata"]["additional_details"]
+  assert details["jaxpapers_repro.seeds"] == "[0, 1]"
+  assert details["jaxpapers_repro.platform.device_count"] == "2"
+  assert details["jaxpapers_repro.x64"] == "true"
+  assert "jaxpapers_repro" not in record  # no block outside the schema
+  assert evalcards.records.read_repro(record) == dict(
+      repro, platform={"backend": "cpu", "device_count": "2"})
+  assert evalcards.records.read_repro(_record("them", [1.0])) is None
 
 
 def test_corpus_shares_and_missingness():

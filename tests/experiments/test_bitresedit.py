@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 
 from experiments import bitresedit
+from experiments import harness
 from experiments import testing
 from experiments.configs import bitresedit as bitresedit_config
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, bitresedit_config.FIELDS, bitresedit.validate)
 
 
 def _config():
@@ -76,10 +82,10 @@ def test_paired_verdict_is_inconclusive_within_two_standard_errors():
                                          ("num_examples", 99), ("seeds", ())])
 def test_validate_rejects_configs_it_cannot_run(field, value):
   config = bitresedit_config.get_config("smoke")
-  bitresedit.validate(config)
+  _refuses(config)
   config[field] = value
   with pytest.raises(ValueError, match=field):
-    bitresedit.validate(config)
+    _refuses(config)
 
 
 @pytest.mark.slow

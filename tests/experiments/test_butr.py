@@ -4,8 +4,15 @@ import numpy as np
 import pytest
 
 from experiments import butr
+from experiments import harness
 from experiments import testing
 from experiments.configs import butr as butr_config
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, butr_config.FIELDS, butr.validate)
+
 
 CHECK_IDS = ["budget_tracks_count", "closer_alignment_than_dq_detr",
              "sparse_recall_matches_fixed_900", "sparse_mean_k_about_half",
@@ -51,11 +58,11 @@ def test_bad_configs_are_refused_by_name():
   config = butr_config.get_config("smoke")
   config.data.chunk = 50
   with pytest.raises(ValueError, match="multiple of chunk"):
-    butr.validate(config)
+    _refuses(config)
   config = butr_config.get_config("smoke")
   config.butr.rate = 0.5
   with pytest.raises(ValueError, match="rate"):
-    butr.validate(config)
+    _refuses(config)
 
 
 @pytest.mark.slow

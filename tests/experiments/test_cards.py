@@ -1,12 +1,13 @@
 """The Evaluation Cards monitor: the static site, and the site in a real browser.
 
-The browser test drives Debian's headless Chromium with selenium (both
-installed by ``.ci/run``). Where Chromium cannot start, it fails with that
-reason; it is never skipped.
+The browser test drives Debian's headless Chromium with selenium
+(tests/browser.py); it is never skipped.
 """
 
+import glob
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -15,10 +16,9 @@ import pytest
 
 from experiments import cards
 from experiments import testing
+from tests import browser
 
 THIRD_PARTY = os.path.join(testing.ROOT, "tests", "evalcards", "third_party")
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,8 @@ def test_site_lists_runs_and_third_party_records(two_runs, tmp_path):
       cwd=testing.ROOT, capture_output=True, text=True, timeout=120,
       check=False)
   assert out.returncode == 0, out.stderr
-  assert "2 runs, 1 third-party directories (2 records rejected)" in out.stdout
+  assert ("2 runs, 1 third-party directories (3 record files with findings)"
+          in out.stdout)
   assert "no_lower_is_better.json" in out.stderr
   index = (tmp_path / "site" / "index.html").read_text()
   for name in ("eoss", "saddle"):
@@ -61,22 +62,26 @@ def test_site_lists_runs_and_third_party_records(two_runs, tmp_path):
   assert "torn.json" in source and "lower_is_better" in source
 
 
-def _browser():
-  from selenium import webdriver  # pylint: disable=g-import-not-at-top
-  from selenium.webdriver.chrome.service import Service  # pylint: disable=g-import-not-at-top
-  for path in (CHROMIUM, CHROMEDRIVER):
-    if not os.path.exists(path):
-      pytest.fail(f"{path} is missing: install Debian's chromium and"
-                  " chromium-driver (as .ci/run does).")
-  options = webdriver.ChromeOptions()
-  options.binary_location = CHROMIUM
-  for arg in ("--headless=new", "--no-sandbox", "--disable-gpu",
-              "--disable-dev-shm-usage", "--window-size=1400,1000"):
-    options.add_argument(arg)
-  try:
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-  except Exception as e:  # pylint: disable=broad-except
-    pytest.fail(f"headless Chromium could not start: {e}")
+@pytest.mark.slow
+def test_records_a_real_run_writes_validate_upstream(two_runs):
+  """The harness's own files, checked by the upstream EEE package (Python >= 3.12)."""
+  if sys.version_info < (3, 12):
+    pytest.skip("every-eval-ever, the upstream EEE validator, needs Python >="
+                " 3.12; the newest CI stack runs this check")
+  import jsonschema  # pylint: disable=g-import-not-at-top
+  from every_eval_ever import schema  # pylint: disable=g-import-not-at-top
+  from every_eval_ever import validator  # pylint: disable=g-import-not-at-top
+  upstream = jsonschema.Draft7Validator(schema.schema_json())
+  paths = sorted(glob.glob(str(two_runs / "*" / "eee" / "*.json")))
+  assert len(paths) >= 3  # two runs, eoss also with the paper's numbers
+  for path in paths:
+    with open(path) as f:
+      record = json.load(f)
+    assert not list(upstream.iter_errors(record)), path
+    assert not (validator.check_model_deployment(record)
+                + validator.check_score_metadata(record)), path
+    report = validator.validate_file(pathlib.Path(path))
+    assert report.valid and not report.warnings, (path, report.errors)
 
 
 @pytest.mark.slow
@@ -85,7 +90,7 @@ def test_site_in_a_real_browser(two_runs, tmp_path):
   site = cards.write_site([str(two_runs), THIRD_PARTY], str(tmp_path / "site"))
   assert len(site["runs"]) == 2
   eoss = _report(two_runs, "eoss")
-  driver = _browser()
+  driver = browser.headless_chromium()
   try:
     driver.get(f"file://{tmp_path / 'site' / 'index.html'}")
     text = driver.find_element(By.TAG_NAME, "body").text
@@ -136,6 +141,62 @@ def test_site_in_a_real_browser(two_runs, tmp_path):
     os.makedirs(target, exist_ok=True)
     for shot in ("index.png", "eoss.png"):
       shutil.copyfile(tmp_path / shot, os.path.join(target, shot))
+
+
+def test_third_party_records_of_any_version_are_shown(tmp_path):
+  """A 0.2.0 record (no eval_library yet) is shown, its violations listed."""
+  site = cards.write_site([THIRD_PARTY], str(tmp_path / "site"))
+  (source,) = site["sources"]
+  shown = [r for r in source["analysis"]["results"]
+           if r["model_id"] == "0-hero/Matter-0.2-7B-DPO"]
+  assert [r["evaluation_name"] for r in shown] == ["IFEval", "BBH", "MMLU-PRO"]
+  page = (tmp_path / "site" / "third_party_third_party" / "index.html"
+          ).read_text()
+  assert page.count("<td>0-hero/Matter-0.2-7B-DPO</td>") == 3  # its groups
+  assert page.count("<td>hfopenllm_v2/0-hero_Matter-0.2-7B-DPO/") == 3  # rows
+  assert "Completeness findings (3 of 7 files)" in page
+  assert "&#x27;eval_library&#x27; is a required property" in page
+  assert "torn.json" in page and "lower_is_better" in page
+  index = (tmp_path / "site" / "index.html").read_text()
+  assert "6 records, 8 results (3 files with findings)" in index
+
+
+def test_committed_records_are_what_the_harness_writes():
+  """experiments/results/*/eee/ is card.build of each committed report.json."""
+  from experiments.harness import card  # pylint: disable=g-import-not-at-top
+  reports = sorted(glob.glob(os.path.join(
+      testing.ROOT, "experiments", "results", "*", "report.json")))
+  assert len(reports) >= 15
+  for path in reports:
+    with open(path) as f:
+      report = json.load(f)
+    timestamp = report["evaluation_card"]["records"][0]["retrieved_timestamp"]
+    expected = dict(card.record_files(card.build(report, timestamp)))
+    eee = os.path.join(os.path.dirname(path), "eee")
+    assert sorted(os.listdir(eee)) == sorted(expected), eee
+    for name, record in expected.items():
+      with open(os.path.join(eee, name)) as f:
+        assert json.load(f) == record, name
+
+
+def test_regenerate_rebuilds_a_workdirs_records(tmp_path):
+  from experiments.harness import card  # pylint: disable=g-import-not-at-top
+  source = os.path.join(testing.ROOT, "experiments", "results", "eoss")
+  workdir = tmp_path / "eoss"
+  shutil.copytree(source, workdir)
+  (name,) = [n for n in os.listdir(workdir / "eee") if n.startswith("jaxpapers")]
+  (workdir / "eee" / name).write_text("{}")
+  (workdir / "eee" / "stale.json").write_text("{}")
+  paths = cards.regenerate([str(tmp_path)])
+  assert sorted(os.path.basename(p) for p in paths) == sorted(
+      os.listdir(os.path.join(source, "eee")))
+  for p in paths:
+    with open(p) as f, open(os.path.join(source, "eee",
+                                         os.path.basename(p))) as g:
+      assert json.load(f) == json.load(g)
+  assert not (workdir / "eee" / "stale.json").exists()
+  with pytest.raises(FileNotFoundError, match="no report.json"):
+    card.regenerate(str(tmp_path / "absent"))
 
 
 def test_workdirs_and_third_party_directories_are_told_apart(tmp_path):

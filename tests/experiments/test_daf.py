@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 
 from experiments import daf
+from experiments import harness
 from experiments import testing
 from experiments.configs import daf as daf_config
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, daf_config.FIELDS, daf.validate)
 
 
 def _method(per_run_aia):
@@ -77,11 +83,11 @@ def test_tasks_are_padded_to_whole_batches_of_their_classes():
                                          ("training.epochs", 0)])
 def test_validate_rejects_configs_it_cannot_run(field, value):
   config = daf_config.get_config("smoke")
-  daf.validate(config)
+  _refuses(config)
   section, _, name = field.rpartition(".")
   (config[section] if section else config)[name] = value
   with pytest.raises(ValueError, match=name):
-    daf.validate(config)
+    _refuses(config)
 
 
 @pytest.mark.slow

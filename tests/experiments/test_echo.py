@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 
 from experiments import echo
+from experiments import harness
 from experiments import testing
 from experiments.configs import echo as echo_config
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, echo_config.FIELDS, echo.validate)
 
 
 def _records(curves):
@@ -54,16 +60,19 @@ def test_summary_and_checks_follow_the_numbers():
   assert checks["echo_0.05_reaches_grpo_peak_sooner"]["passed"] is False
 
 
-@pytest.mark.parametrize("field,value", [("variants", ("grpo", "ppo")),
-                                         ("rl.steps", 7),
-                                         ("rl.lambda_schedule", "cosine")])
-def test_validate_rejects_configs_it_cannot_run(field, value):
+@pytest.mark.parametrize("field,value,message", [
+    ("variants", ("grpo", "ppo"), "variants"),
+    ("rl.steps", 7, "steps"),
+    ("rl.lambda_schedule", "cosine", "lambda_schedule"),
+    ("env.min_commands", 5, "min_commands <= max_commands"),
+    ("env.max_commands", 9, "max_commands <= num_turns")])
+def test_validate_rejects_configs_it_cannot_run(field, value, message):
   config = echo_config.get_config("smoke")
-  echo.validate(config)
+  _refuses(config)
   section, _, name = field.rpartition(".")
   (config[section] if section else config)[name] = value
-  with pytest.raises(ValueError, match=name.split(".")[-1]):
-    echo.validate(config)
+  with pytest.raises(ValueError, match=message):
+    _refuses(config)
 
 
 @pytest.mark.slow

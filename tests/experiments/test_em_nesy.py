@@ -3,8 +3,14 @@
 import pytest
 
 from experiments import em_nesy
+from experiments import harness
 from experiments import testing
 from experiments.configs import em_nesy as em_nesy_config
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, em_nesy_config.FIELDS, em_nesy.validate)
 
 
 def _run(sum_curve, digit=0.9, weight=1.0, log_z=(-2.0, -1.0)):
@@ -18,8 +24,13 @@ def _method(*per_seed):
   return {**first, "per_seed": list(per_seed)}
 
 
+def _spread(ratio, spread=0.05):
+  return {"ratio": ratio, "low": ratio * (1 - spread),
+          "high": ratio * (1 + spread), "rounds": 7}
+
+
 def _costs(em_seconds, enum_seconds=(1e-4, 5e-3), ratio=(0.3, 0.35),
-           memory=(1.0, 2.0)):
+           memory=(1.0, 2.0), spread=0.05):
   chain = {str(n): {"em_exact_seconds": s, "semantic_seconds": 2 * s,
                     "ratio": sum(ratio) / 2, "low": ratio[0], "high": ratio[1],
                     "rounds": 7, "em_exact_peak_bytes": memory[0],
@@ -27,7 +38,16 @@ def _costs(em_seconds, enum_seconds=(1e-4, 5e-3), ratio=(0.3, 0.35),
            for n, s in em_seconds.items()}
   enum = {str(n): {"seconds": s, "peak_bytes": 1.0, "num_worlds": 100**n}
           for n, s in zip((1, 2), enum_seconds)}
-  return {"chain": chain, "enumeration": enum}
+  first, last = min(em_seconds), max(em_seconds)
+  paired = {"em_per_digit": {"n": [first, last], **_spread(
+      em_seconds[last] / last / (em_seconds[first] / first), spread)},
+            "enumeration_2_over_1": _spread(
+                enum_seconds[1] / enum_seconds[0], spread)}
+  if {1, 2} <= set(em_seconds):
+    paired["em_exact_2_over_1"] = _spread(em_seconds[2] / em_seconds[1],
+                                          spread)
+  return {"chain": chain, "enumeration": enum, "paired": paired,
+          "load_average": 1.5, "cpu_count": 2}
 
 
 def _checks(summary, costs):
@@ -77,6 +97,27 @@ def test_time_check_is_inconclusive_inside_the_spread():
   assert check["passed"] is None and "inside the spread" in check["detail"]
 
 
+def test_every_time_check_uses_paired_rounds_and_is_machine_dependent():
+  # Per digit: 15 ms / 15 over 1 ms = 1.0 x, spread +-60% straddles 1.5;
+  # enumeration x10 +-60% straddles 10.
+  costs = _costs({1: 1e-3, 2: 2e-3, 15: 1.5e-2}, enum_seconds=(1e-4, 1e-3),
+                 ratio=(0.3, 0.5), spread=0.6)
+  checks = _checks({}, costs)
+  timed = ("em_cost_flat_in_n", "enumeration_explodes",
+           "em_faster_than_semantic_at_15")
+  for check_id in timed:
+    assert checks[check_id]["passed"] is None, check_id
+    assert "inside the spread" in checks[check_id]["detail"]
+    assert checks[check_id]["machine_dependent"] is True
+    assert "load average 1.5 on 2 CPUs" in checks[check_id]["detail"]
+  assert "machine_dependent" not in checks["em_memory_vs_semantic_at_15"]
+  # The same medians with a tight spread decide: flat passes, x10 >= 10.
+  checks = _checks({}, _costs({1: 1e-3, 2: 2e-3, 15: 1.5e-2},
+                              enum_seconds=(1e-4, 1.2e-3), spread=0.05))
+  assert checks["em_cost_flat_in_n"]["passed"] is True
+  assert checks["enumeration_explodes"]["passed"] is True
+
+
 def test_summary_of_records():
   records = [{"step": 0, "sum_accuracy": 0.0, "digit_accuracy": 0.1}] + [
       {"step": i, "sum_accuracy": 0.1 * i, "digit_accuracy": 0.2 * i,
@@ -98,10 +139,10 @@ def test_summary_of_records():
     ("enumeration_num_digits", (1, 3))])
 def test_validate_rejects_configs_it_cannot_run(field, value):
   config = em_nesy_config.get_config("smoke")
-  em_nesy.validate(config)
+  _refuses(config)
   config[field] = value
   with pytest.raises(ValueError):
-    em_nesy.validate(config)
+    _refuses(config)
 
 
 @pytest.mark.slow
@@ -123,5 +164,11 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   assert checks["exact_em_equals_semantic_loss"]["passed"] is True
   costs = run_data["costs"]
   assert set(costs["enumeration"]) == {"1", "2"}
+  # Every time check reads paired rounds and is marked machine-dependent.
+  assert set(costs["paired"]) == {"em_per_digit", "em_exact_2_over_1",
+                                  "enumeration_2_over_1"}
+  assert costs["paired"]["em_per_digit"]["rounds"] == 2
+  assert all(checks[c]["machine_dependent"] for c in (
+      "em_cost_flat_in_n", "enumeration_explodes"))
   assert (costs["enumeration"]["2"]["peak_bytes"]
           > 10 * costs["enumeration"]["1"]["peak_bytes"])

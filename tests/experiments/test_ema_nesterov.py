@@ -12,6 +12,11 @@ from experiments import testing
 from experiments.configs import ema_nesterov as ema_config
 
 
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, ema_config.FIELDS, ema_nesterov.validate)
+
+
 def _tiny_config():
   config = ema_config.get_config("smoke")
   config.model.update(d_model=16, num_heads=2, d_ff=32, length=16)
@@ -64,15 +69,15 @@ def test_a_diverged_run_stops_and_is_not_continued(tmp_path, monkeypatch):
 
 def test_validate_rejects_evaluations_off_the_checkpoints():
   for arg in (None, "smoke"):
-    ema_nesterov.validate(ema_config.get_config(arg))
+    _refuses(ema_config.get_config(arg))
   config = ema_config.get_config("smoke")
   config.checkpoint_every = 15
   with pytest.raises(ValueError, match="checkpoint_every=15"):
-    ema_nesterov.validate(config)
+    _refuses(config)
   config = ema_config.get_config("smoke")
   config.data.valid_windows = 12
   with pytest.raises(ValueError, match="valid_windows=12"):
-    ema_nesterov.validate(config)
+    _refuses(config)
 
 
 def test_invalid_config_is_refused_before_anything_is_written(tmp_path):

@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 
 from experiments import emc
+from experiments import harness
 from experiments import testing
 from experiments.configs import emc as emc_config
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, emc_config.FIELDS, emc.validate)
 
 
 def _method(ap, forgetting=0.0, peak=100.0):
@@ -53,6 +59,29 @@ def test_time_check_is_inconclusive_when_the_bound_is_inside_the_spread():
   assert check["passed"] is None
   assert "[0.110, 0.140]" in check["detail"]
   assert "inside the spread" in check["detail"]
+  # Decided by wall-clock timings: the report marks it; memory is compiled.
+  checks = _checks(summary, {**_ratio(0.11, 0.14), "load_average": 3.25,
+                             "cpu_count": 2})
+  assert checks["csbm_time_cut_vs_gcal"]["machine_dependent"] is True
+  assert "load average 3.2 on 2 CPUs" in checks["csbm_time_cut_vs_gcal"][
+      "detail"]
+  assert "machine_dependent" not in checks["csbm_memory_cut_vs_gcal"]
+
+
+def test_a_resumed_run_reuses_the_timings_it_measured(tmp_path):
+  config = emc_config.get_config("smoke")
+  measured = {**_ratio(0.05, 0.07), "load_average": 0.5, "cpu_count": 2}
+  first = harness.Workdir(str(tmp_path / "wd"), config, "emc")
+  first.stage("csbm_time_ratio", lambda: measured)
+  first.close()  # killed after the timing stage
+  resumed = harness.Workdir(str(tmp_path / "wd"), config, "emc")
+  try:
+    # No domains, methods or models: timing again would fail.
+    again = emc.measure_time_ratio(resumed, config, None, "csbm", None,
+                                   {config.seeds[0]: None}, None)
+  finally:
+    resumed.close()
+  assert again == measured
 
 
 def test_summary_of_records():
@@ -81,10 +110,10 @@ def test_summary_of_records():
                                          ("timing_rounds", 0)])
 def test_validate_rejects_configs_it_cannot_run(field, value):
   config = emc_config.get_config("smoke")
-  emc.validate(config)
+  _refuses(config)
   config[field] = value
   with pytest.raises(ValueError, match=field):
-    emc.validate(config)
+    _refuses(config)
 
 
 def _stage(workdir, name):

@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 
 from experiments import emo
+from experiments import harness
 from experiments import testing
 from experiments.configs import emo as emo_config
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, emo_config.FIELDS, emo.validate)
+
 
 SMOKE = ["--config", "experiments/configs/emo.py:smoke"]
 
@@ -51,16 +58,21 @@ def test_claim_checks_follow_the_numbers(emo_deltas, std_deltas, expected):
   assert checks == dict(zip(CHECK_IDS, expected))
 
 
-@pytest.mark.parametrize("field,value", [
-    ("models", ("emo",)), ("models", ("standard", "emo", "dense")),
-    ("checkpoint_every", 25)])
-def test_validate_rejects_configs_the_binary_cannot_run(field, value):
-  emo.validate(emo_config.get_config())
-  emo.validate(emo_config.get_config("smoke"))
+@pytest.mark.parametrize("field,value,message", [
+    ("models", ("emo",), "models"),
+    ("models", ("standard", "emo", "dense"), "models"),
+    ("checkpoint_every", 25, "checkpoint_every"),
+    ("model.k", 40, "k must lie in"),
+    ("model.pool_low", 2, "exceeds pool_size"),  # k = 3 experts from 2
+    ("data.min_chars", 4096, "min_chars=4096 exceeds")])
+def test_validate_rejects_configs_the_binary_cannot_run(field, value, message):
+  _refuses(emo_config.get_config())
+  _refuses(emo_config.get_config("smoke"))
   config = emo_config.get_config()
-  config[field] = value
-  with pytest.raises(ValueError, match=field):
-    emo.validate(config)
+  section, _, name = field.rpartition(".")
+  (config[section] if section else config)[name] = value
+  with pytest.raises(ValueError, match=message):
+    _refuses(config)
 
 
 def _stage(workdir, name):

@@ -6,7 +6,9 @@ Config refusal, locks, damaged checkpoints and metrics: test_integrity.py.
 import pytest
 
 from experiments import eoss
+from experiments import harness
 from experiments import testing
+from experiments.configs import eoss as eoss_config
 
 TINY = ["--config", "experiments/configs/eoss.py:smoke",
         "--config.num_steps=400", "--config.full_batch_num_steps=200"]
@@ -61,3 +63,12 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
       "lambda_max_grows_with_batch_eta0.25",
       "full_batch_gradient_curvature_eta0.25", "full_batch_lambda_max_eta0.25"]
   assert report["model_metadata"]["num_params"] == 64 * 32 + 32 + 32 * 32 + 32 + 330
+
+
+def test_a_batch_larger_than_the_data_is_refused_before_compute():
+  config = eoss_config.get_config("smoke")
+  harness.check_config(config, eoss_config.FIELDS, eoss.validate)
+  config.batch_sizes = (16, 512)
+  with pytest.raises(ValueError, match=r"batch_sizes=\(16, 512\) must not"
+                     r" exceed data.num_examples=256"):
+    harness.check_config(config, eoss_config.FIELDS, eoss.validate)

@@ -392,3 +392,135 @@ def test_results_of_takes_one_count_or_a_count_per_metric():
   same = harness.results_of("rule", summary, ["recall", "sparse_recall"],
                             num_samples=7)
   assert [row["num_samples"] for row in same] == [7, 7]
+
+
+def test_a_workdir_that_is_a_file_or_not_writable_is_a_workdir_error(
+    tmp_path, monkeypatch):
+  config = ml_collections.ConfigDict({"seed": 3})
+  (tmp_path / "file").write_text("x")
+  with pytest.raises(harness.WorkdirError, match="is a file, not a directory"):
+    harness.Workdir(str(tmp_path / "file"), config, "toy")
+  with pytest.raises(harness.WorkdirError, match="Not a directory"):
+    harness.Workdir(str(tmp_path / "file" / "wd"), config, "toy")
+  # A read-only workdir (root writes through file modes, so the refusal the
+  # kernel gives is simulated where the lock file is opened).
+  def read_only(self):
+    raise PermissionError(13, "Permission denied",
+                          os.path.join(self.path, ".lock"))
+  monkeypatch.setattr(workdir_lib.Workdir, "_lock", read_only)
+  with pytest.raises(harness.WorkdirError,
+                     match="cannot use .* Permission denied .*/.lock"):
+    harness.Workdir(str(tmp_path / "ro"), config, "toy")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into 0o555 dirs")
+def test_a_read_only_workdir_is_a_workdir_error(tmp_path):
+  (tmp_path / "ro").mkdir(mode=0o555)
+  with pytest.raises(harness.WorkdirError, match="Permission denied"):
+    harness.Workdir(str(tmp_path / "ro"), ml_collections.ConfigDict(), "toy")
+
+
+def test_a_workdir_error_raised_inside_main_is_one_error_line(tmp_path,
+                                                               capsys):
+  config = ml_collections.ConfigDict({"seed": 3})
+  wd = harness.Workdir(str(tmp_path / "wd"), config, "toy")
+  writer = wd.metrics("run")
+  writer.write(0, loss=1.0)
+  with open(writer.path, "a") as f:
+    f.write("garbage\n")
+  writer.write(1, loss=2.0)
+
+  def main(config, workdir):  # a resumed run reads its metrics
+    workdir.train("run", {"w": jnp.zeros(2)}, None, num_steps=2,
+                  checkpoint_every=1)
+
+  with pytest.raises(SystemExit) as exit_:
+    harness.call_main(main, config, wd)
+  assert exit_.value.code == 1
+  err = capsys.readouterr().err
+  assert err.startswith("error: ") and err.count("\n") == 1
+  assert "line 2 is not JSON" in err and "Traceback" not in err
+  harness.Workdir(str(tmp_path / "wd"), config, "toy").close()  # unlocked
+
+
+@pytest.mark.parametrize("detail,values,passed", [
+    ("b=16: nan", None, False),         # the "b=16: nan" PASS
+    ("BS = NaN x 2/eta", None, False),
+    ("gap -nan", None, False),
+    ("ok", {"a": 1.0, "b": [2.0, float("nan")]}, False),
+    ("ok", np.array([1.0, np.nan]), False),
+    ("ok", float("nan"), False),
+    ("ratio inf", None, True),           # an unbounded ratio is a number
+    ("12 ns (nanoseconds), finance", None, True),  # nan inside a word
+    ("ok", {"a": 1.0, "b": [2.0, float("inf")], "c": None, "d": "x"}, True),
+])
+def test_a_check_on_nan_never_passes(detail, values, passed):
+  check = harness.check("c", "claim", True, detail, values=values)
+  assert check["passed"] is passed
+  if not passed:
+    assert "a check on NaN never passes" in check["detail"]
+  # FAIL and INCONCLUSIVE are left as they are.
+  for verdict in (False, None):
+    assert harness.check("c", "x", verdict, detail,
+                         values=values)["passed"] is verdict
+
+
+def test_the_report_writer_refuses_pass_on_nan_and_marks_timed_checks(
+    workdir):
+  hand_built = {"id": "h", "name": "h", "passed": True, "detail": "x = nan"}
+  report = workdir.write_report(
+      paper={"title": "T", "authors": "A", "url": "u"}, claim="c",
+      dataset={"name": "d", "provenance": "p"}, model={"num_params": 3},
+      seeds=[0], results=[harness.result("e", "m", 1.5)], paper_results=[],
+      checks=[hand_built,
+              harness.check("t", "time", True, "ratio 0.05 [0.04, 0.06]",
+                            machine_dependent=True)], figures=[])
+  checks = {c["id"]: c for c in report["run_data"]["checks"]}
+  assert checks["h"]["passed"] is False
+  assert report["run_data"]["checks_passed"] == 1
+  assert checks["t"]["machine_dependent"] is True
+  with open(os.path.join(workdir.path, "report.md")) as f:
+    text = f.read()
+  assert "| `t` | time | PASS (machine-dependent) |" in text
+  assert "| `h` | h | FAIL |" in text
+  assert "Machine-dependent checks are decided by wall-clock timings" in text
+
+
+def test_at_least_is_inconclusive_inside_the_spread():
+  ratio = harness.paired_ratio([10.0, 12.0, 8.0, 11.0], [1.0, 1.0, 1.0, 1.0])
+  assert harness.at_least(ratio, 7.0) is True
+  assert harness.at_least(ratio, 13.0) is False
+  assert harness.at_least(ratio, 10.0) is None
+
+
+def test_the_verdict_rules_never_pass_on_nan():
+  nan = float("nan")
+  spread = {"ratio": nan, "low": nan, "high": nan, "rounds": 3}
+  assert harness.at_most(spread, 1.0) is None
+  assert harness.at_least(spread, 1.0) is None
+  assert harness.at_most(harness.paired_ratio([1.0, nan], [1.0, 1.0]),
+                         10.0) is not True
+  for effect, se in ((nan, 0.1), (nan, None), (0.1, nan)):
+    assert harness.effect_verdict(effect, se) is None
+
+
+def test_an_os_error_inside_the_workdir_during_main_is_one_error_line(
+    tmp_path, capsys):
+  config = ml_collections.ConfigDict({"seed": 3})
+  wd = harness.Workdir(str(tmp_path / "wd"), config, "toy")
+
+  def main(config, workdir):  # the disk filled up, or the folder went read-only
+    raise OSError(28, "No space left on device",
+                  os.path.join(workdir.path, "metrics", "run.jsonl"))
+
+  with pytest.raises(SystemExit) as exit_:
+    harness.call_main(main, config, wd)
+  assert exit_.value.code == 1
+  assert "No space left on device" in capsys.readouterr().err
+
+  def elsewhere(config, workdir):  # not the workdir's: a real traceback
+    raise FileNotFoundError(2, "No such file", str(tmp_path / "data.npz"))
+
+  with pytest.raises(FileNotFoundError):
+    harness.call_main(elsewhere, config,
+                      harness.Workdir(str(tmp_path / "wd"), config, "toy"))

@@ -192,11 +192,48 @@ def test_invalid_config_is_refused_before_the_workdir_exists(tmp_path):
   assert not os.path.exists(tmp_path / "wd")
 
 
+@pytest.mark.parametrize("bad,message", [
+    ("--config.num_steps=-5", "num_steps=-5: expected an int in [1, inf]"),
+    ("--config.model.init_scale=nan",
+     "model.init_scale=nan: expected a finite number in (0, inf)"),
+    ("--config.learning_rates=()",
+     "learning_rates=(): expected a sequence of 1 or more entries"),
+])
+def test_out_of_range_value_is_a_usage_error_before_the_workdir_exists(
+    tmp_path, bad, message):
+  out = testing.run("eoss", [*TINY, bad], tmp_path / "wd")
+  assert out.returncode == 2
+  assert message in out.stderr and "Traceback" not in out.stderr
+  assert not os.path.exists(tmp_path / "wd")
+
+
+def test_a_workdir_that_is_a_file_is_one_error_line(tmp_path):
+  (tmp_path / "file").write_text("x")
+  out = testing.run("eoss", TINY, tmp_path / "file")
+  assert out.returncode == 1
+  assert "is a file, not a directory" in out.stderr
+  assert "Traceback" not in out.stderr
+  assert (tmp_path / "file").read_text() == "x"
+
+
+def test_a_metrics_line_damaged_in_the_middle_is_one_error_line(straight,
+                                                                tmp_path):
+  workdir = _copy(straight, tmp_path)
+  path = workdir / "metrics" / f"{RUN}.jsonl"
+  lines = path.read_text().splitlines(keepends=True)
+  lines[1] = "garbage\n"
+  path.write_text("".join(lines))
+  out = _rerun(workdir)
+  assert out.returncode == 1
+  assert "line 2 is not JSON" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_help_lists_flags_and_config_fields_with_defaults(tmp_path):
   out = testing.run("eoss", ["--help"], tmp_path / "wd")
   assert out.returncode == 0
   for text in ("--config", "--workdir", "--overwrite", ":smoke",
                "learning_rates = (0.25, 0.4)", "measure.bs_draws = 100",
+               "num_steps = 6000  (an int in [1, inf])",
                "about 7 min on 2 CPU cores"):
     assert text in out.stdout, text
   assert not os.path.exists(tmp_path / "wd")

@@ -6,9 +6,16 @@ import jax
 import numpy as np
 import pytest
 
+from experiments import harness
 from experiments import rollout
 from experiments import testing
 from experiments.configs import rollout as rollout_config
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, rollout_config.FIELDS, rollout.validate)
+
 
 TINY = ["--config", "experiments/configs/rollout.py:smoke",
         "--config.datasets=('lorenz96',)", "--config.models=('mlp',)",
@@ -43,7 +50,7 @@ def test_steps_not_a_multiple_of_the_chunk_are_refused(tmp_path):
   config = rollout_config.get_config("smoke")
   config.checkpoint_every = 75
   with pytest.raises(ValueError, match="multiples of log_every"):
-    rollout.validate(config)
+    _refuses(config)
   out = _run(tmp_path / "wd", "--config.train.num_steps=90")
   assert out.returncode != 0
   assert "multiples of log_every" in out.stderr

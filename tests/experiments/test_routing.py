@@ -3,10 +3,16 @@
 import numpy as np
 import pytest
 
+from experiments import harness
 from experiments import routing
 from experiments import testing
 from experiments.configs import routing as routing_config
 from jaxpapers.routing import lehd
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, routing_config.FIELDS, routing.validate)
 
 
 def _model(gap, se, width, layers, gflops, curve):
@@ -103,10 +109,10 @@ def test_grid_names_the_spec_series():
     ("matched_pairs", (("D32xL2", "D16xL2"),), "equal depths")])
 def test_validate_rejects_configs_it_cannot_run(field, value, match):
   config = routing_config.get_config("smoke")
-  routing.validate(config)
+  _refuses(config)
   config[field] = value
   with pytest.raises(ValueError, match=match):
-    routing.validate(config)
+    _refuses(config)
 
 
 @pytest.mark.slow

@@ -14,6 +14,12 @@ from experiments import saddle as saddle_experiment
 from experiments import testing
 from experiments.configs import saddle as saddle_config
 
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, saddle_config.FIELDS, saddle_experiment.validate)
+
+
 # The smallest sweep that still has two ratios and a method of each kind;
 # games of tests/saddle's shape and its trace length (5000) let the
 # in-process reference reuse programs compiled there.
@@ -151,14 +157,14 @@ def test_claim_checks_follow_the_numbers(dm_rounds, flat):
 
 def test_validate_rejects_what_the_binary_cannot_run():
   config = saddle_config.get_config("smoke")
-  saddle_experiment.validate(config)
+  _refuses(config)
   config.execution = "gpu"
   with pytest.raises(ValueError, match="execution"):
-    saddle_experiment.validate(config)
+    _refuses(config)
   config.execution = "auto"
   config.methods = ("dm_sp", "adam")
   with pytest.raises(ValueError, match="adam"):
-    saddle_experiment.validate(config)
+    _refuses(config)
 
 
 @pytest.mark.slow

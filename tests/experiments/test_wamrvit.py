@@ -4,9 +4,16 @@ import os
 
 import pytest
 
+from experiments import harness
 from experiments import testing
 from experiments import wamrvit
 from experiments.configs import wamrvit as wamrvit_config
+
+
+def _refuses(config):
+  """The binary's refusal: its declared field ranges, then its validate."""
+  harness.check_config(config, wamrvit_config.FIELDS, wamrvit.validate)
+
 
 SMOKE = ["--config", "experiments/configs/wamrvit.py:smoke"]
 TIMING = ("tokens_per_s", "ms_per_step")
@@ -51,21 +58,21 @@ def test_claim_checks_follow_the_numbers():
     ("rollout.num_steps", 9, "exceeds the trajectories"),
     ("rollout.short_horizon", 7, "short_horizon"),
     ("train.pushforward_steps", 0, "pushforward_steps"),
-    ("models", ("wamrvit", "unet"), "not among"),
+    ("models", ("wamrvit", "unet"), r"entry \[1\]='unet': expected one of"),
     ("tree.token_bucket", 0, "token_bucket"),
     ("tree.max_level", 5, "too deep"),
 ])
 def test_validate_rejects_configs_the_binary_cannot_run(field, value, message):
-  wamrvit.validate(wamrvit_config.get_config())
+  _refuses(wamrvit_config.get_config())
   config = wamrvit_config.get_config("smoke")
-  wamrvit.validate(config)
+  _refuses(config)
   node = config
   *path, last = field.split(".")
   for part in path:
     node = node[part]
   node[last] = value
   with pytest.raises(ValueError, match=message):
-    wamrvit.validate(config)
+    _refuses(config)
 
 
 def test_a_refused_config_writes_nothing(tmp_path):

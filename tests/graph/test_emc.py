@@ -88,6 +88,34 @@ def test_closed_form_matches_the_matrix_formula():
   np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_traced_out_of_range_slots_make_the_memory_nan():
+  # The shapes of test_closed_form_matches_the_matrix_formula: no compile.
+  rng = np.random.default_rng(2)
+  h = jnp.asarray(rng.normal(size=(30, 4)), jnp.float32)
+  slot_index = rng.integers(0, 5, 30)
+  slot_index[3] = 5  # one past the last slot
+  selected = np.ones(30, bool)
+  prior = jnp.asarray(rng.normal(size=(5, 4)), jnp.float32)
+  args = (h, jnp.asarray(slot_index, jnp.int32))
+  assert np.isnan(crystallize(*args, jnp.asarray(selected), prior, 0.1)).all()
+  selected[3] = False  # an unselected node's slot is never read
+  assert np.isfinite(crystallize(*args, jnp.asarray(selected), prior, 0.1)).all()
+
+
+@pytest.mark.slow  # a fresh compile of update (about 2 s)
+def test_traced_nan_features_make_the_memory_nan(setup):
+  # Eager calls refuse them (test_contracts.py); under jit a NaN node, never
+  # confident, would silently drop out of a plausible memory.
+  seq, _, state = setup
+  target = seq.domains[1].graph
+  features = np.asarray(target.nodes["features"]).copy()
+  features[5, 0] = np.nan
+  bad = target._replace(nodes={**target.nodes, "features": features})
+  updated = jax.jit(emc.update)(state, bad)
+  assert np.isnan(updated.memory).all()
+  np.testing.assert_array_equal(updated.previous_memory, state.memory)
+
+
 def test_update_is_invariant_to_node_permutation(setup):
   seq, _, state = setup
   target = seq.domains[1].graph

@@ -28,6 +28,24 @@ def test_fit_source_learns_an_easy_csbm(source):
   assert float(test_acc) >= 0.8
 
 
+@pytest.mark.slow  # compiles a fit (several seconds)
+@pytest.mark.usefixtures("standard_dtype_promotion")
+def test_traced_out_of_range_labels_make_the_fit_nan():
+  # Concrete labels are refused (test_contracts.py); traced, a label >= C
+  # would drop out of the loss and the accuracy without a trace.
+  path = graphs.make_graph(np.eye(4, dtype=np.float32), [0, 1, 2], [1, 2, 3])
+  everywhere = np.ones(4, bool)
+  fit = jax.jit(lambda labels: gcn.fit_source(
+      jax.random.key(0), path, labels, everywhere, everywhere, num_classes=2,
+      hidden=2, epochs=1))
+  bad = fit(np.array([0, 1, 0, 2], np.int32))
+  assert np.isnan(float(bad.best_val_accuracy))
+  assert all(np.isnan(x).all() for x in jax.tree.leaves(bad.model))
+  good = fit(np.array([0, 1, 0, 1], np.int32))
+  assert 0 <= float(good.best_val_accuracy) <= 1
+  assert all(np.isfinite(x).all() for x in jax.tree.leaves(good.model))
+
+
 def test_fit_source_needs_labelled_nodes(source):
   with pytest.raises(ValueError, match="train_mask selects no real node"):
     gcn.fit_source(jax.random.key(0), source.graph, source.labels,

@@ -50,6 +50,27 @@ MISUSE = [
      ValueError, "target must hold the true next rows"),
     (lambda: losses.shift_feedback(jnp.ones((2, 3)), jnp.ones((3, 3))),
      ValueError, r"P <= 2"),
+    # inf * a zero penalty is NaN.
+    (lambda: losses.teacher_forcing_loss(_predict, {}, jnp.ones((4, 6, 2)),
+                                         jnp.ones((4, 2, 2)), float("inf")),
+     ValueError, "lam must be >= 0 and finite"),
+    (lambda: losses.teacher_forcing_loss(_predict, {}, jnp.ones((4, 6, 2)),
+                                         jnp.ones((4, 2, 2)), jnp.ones(2)),
+     ValueError, r"lam must be a scalar; got shape \(2,\)"),
+    (lambda: losses.valid_prediction_time(jnp.ones((2, 3)), jnp.ones((2, 3)),
+                                          threshold=jnp.ones(3)),
+     ValueError, "threshold must be a scalar"),
+    # A mean over an empty batch is NaN.
+    (lambda: losses.horizon_errors(jnp.ones((0, 3)), jnp.ones((0, 3))),
+     ValueError, "predictions is empty"),
+    (lambda: losses.unrolled_loss(_predict, {}, jnp.ones((0, 6, 2)),
+                                  jnp.ones((0, 3, 2))),
+     ValueError, "contexts is empty"),
+    (lambda: losses.free_running_rollout(_predict, {},
+                                         jnp.ones((6, 2), jnp.int32), 2),
+     TypeError, "context must be a floating-point state"),
+    (lambda: losses.free_running_rollout(_predict, {}, jnp.ones((6, 2)), 2.0),
+     ValueError, "horizon must be an int >= 1"),
 ]
 
 

@@ -40,7 +40,7 @@ MISUSE = [
     (lambda: models.moving_average(jnp.ones((4,)), 3), ValueError,
      r"x_LxC must have shape \(L, C\)"),
     (lambda: models.DLinear(4, 2, 0, rngs=nnx.Rngs(0)), ValueError,
-     "out_rows must be >= 1"),
+     "out_rows must be an int >= 1"),
     (lambda: models.MLPForecaster(4, 2, 1, hidden=(8, 8), rngs=nnx.Rngs(0))(
         jnp.ones((2, 4, 2))), ValueError,
      r"window_LxC must have shape \(lookback, channels\) = \(4, 2\)"),
@@ -50,6 +50,29 @@ MISUSE = [
      r"tokens_BxL holds ids in \[16, 16\]"),
     (lambda: _LM(jnp.zeros((2, 3), jnp.int32), jnp.zeros((2, 4), jnp.int32)),
      ValueError, "segment_ids_BxL .* must have the shape of tokens_BxL"),
+    (lambda: models.init_mlp(jax.random.key(0), (3, 2), init_scale=np.nan),
+     ValueError, "init_scale must be finite"),
+    (lambda: models.init_mlp(jax.random.key(0), (3, 2.5)), ValueError,
+     "all >= 1"),
+    (lambda: models.apply_mlp([_PARAMS[0], {"w": jnp.ones((5, 2)),
+                                            "b": jnp.ones(2)}],
+                              jnp.ones((1, 3))),
+     ValueError, r"params\[1\] must hold w \(2, d_out\)"),
+    # NaN fails "< 1": a NaN size used to pass.
+    (lambda: models.TransformerConfig(d_ff=np.nan), ValueError,
+     "d_ff must be an int >= 1"),
+    (lambda: models.TransformerConfig(num_heads=2.0), ValueError,
+     "num_heads must be an int >= 1"),
+    (lambda: models.attention_mask(None, 2.5), ValueError,
+     "length must be an int >= 1"),
+    (lambda: models.moving_average(jnp.ones((4, 2)), 2.5), ValueError,
+     "kernel must lie in"),
+    (lambda: models.DLinear(4, 2, 1, moving_average=np.nan, rngs=nnx.Rngs(0)),
+     ValueError, "moving_average must be an int >= 1"),
+    # min((8, nan)) is 8: a NaN width used to pass.
+    (lambda: models.MLPForecaster(4, 2, 1, hidden=(8, np.nan),
+                                  rngs=nnx.Rngs(0)),
+     ValueError, r"hidden\[1\] must be an int >= 1"),
 ]
 
 

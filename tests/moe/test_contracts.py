@@ -1,5 +1,6 @@
 """jaxpapers.moe: a table of misuse, each a named error, and out-of-range ids."""
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,6 +23,8 @@ _experts = jnp.array(np.random.default_rng(1).integers(0, E, (B, L, K)),
                      jnp.int32)
 _x = jnp.ones((B, L, D))
 _gates = jnp.full((B, L, K), 0.5)
+_LAYER = moe.MoE(D, moe.MoEConfig(num_experts=E, k=K, d_hidden=F),
+                 rngs=nnx.Rngs(0))
 
 MISUSE = [
     # Without the k axis the (B, L) ids used to be read with k = L.
@@ -46,7 +49,7 @@ MISUSE = [
                                   capacity=2),
      ValueError, r"weights.gate must have shape \(E, D, F\) with D = 4"),
     (lambda: moe.capacity_experts(_x, _experts, _gates, _weights(), capacity=0),
-     ValueError, "capacity must be >= 1"),
+     ValueError, "capacity must be an int >= 1"),
     (lambda: moe.dropless_experts(_x[0], _experts, _gates, _weights()),
      ValueError, r"x_BxLxD must have shape \(B, L, D\)"),
     (lambda: moe.swiglu(_x, _weights().gate[0], _weights().up[0],
@@ -55,7 +58,7 @@ MISUSE = [
     (lambda: moe.swiglu(_x[..., :3], _weights().gate[0], _weights().up[0],
                         _weights().down[0]),
      ValueError, r"x_NxD must have shape \(..., D\) with D = 8"),
-    (lambda: moe.expert_capacity(8, 0, 4, 1.0), ValueError, "k must be >= 1"),
+    (lambda: moe.expert_capacity(8, 0, 4, 1.0), ValueError, "k must be an int >= 1"),
     (lambda: moe.router_z_loss(_probs[0]), ValueError,
      r"logits_BxLxE must have shape \(B, L, E\)"),
     (lambda: moe.router_z_loss(_experts), TypeError,
@@ -87,6 +90,35 @@ MISUSE = [
      ValueError, "at least 2 domains"),
     (lambda: moe.domain_mutual_information(-np.ones((2, 2, E))),
      ValueError, "finite fractions >= 0"),
+    # NaN fails "<= 0": ceil(nan) used to fail inside math.ceil.
+    (lambda: moe.expert_capacity(8, 2, 4, float("nan")), ValueError,
+     "capacity_factor must be > 0 and finite"),
+    (lambda: moe.expert_capacity(8.5, 2, 4, 1.0), ValueError,
+     "length must be an int >= 1"),
+    (lambda: moe.MoEConfig(num_experts=8, k=2, d_hidden=8,
+                           capacity_factor=float("nan")), ValueError,
+     "capacity_factor must be > 0 and finite"),
+    (lambda: moe.MoEConfig(num_experts=8, k=2.0, d_hidden=8), ValueError,
+     "k must be an int >= 1"),
+    (lambda: moe.MoEConfig(num_experts=8, k=2, d_hidden=float("nan")),
+     ValueError, "d_hidden must be an int >= 1"),
+    (lambda: moe.training_loss(jnp.zeros((B, L, 5)), jnp.zeros((B, L), jnp.int32),
+                               {"load_balance": 1.0, "router_z": 1.0},
+                               num_layers=1, lm_z_weight=float("nan")),
+     ValueError, "lm_z_weight must be >= 0 and finite"),
+    (lambda: moe.topk_route(_probs, k=2.0), ValueError, "k must lie in"),
+    (lambda: moe.capacity_experts(_x, _experts, _gates, _weights(),
+                                  capacity=1.5),
+     ValueError, "capacity must be an int >= 1"),
+    (lambda: moe.dropless_experts(_x, _experts, _gates, _weights(),
+                                  grouped_matmul="blocked", block_size=2.5),
+     ValueError, "block_size must be an int >= 1"),
+    (lambda: _LAYER(jnp.ones((B, L, D // 2))), ValueError,
+     r"x_BxLxD must have shape \(B, L, D\) with D = 8"),
+    (lambda: _LAYER(_x, jnp.zeros((B, L + 1), jnp.int32)), ValueError,
+     r"segment_ids_BxL must have shape \(B, L\)"),
+    (lambda: moe.select_experts(_LAYER, _x, num_experts=2.5), ValueError,
+     "num_experts must be an int >= 1"),
 ]
 
 

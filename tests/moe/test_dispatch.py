@@ -144,6 +144,6 @@ def test_capacity_formula_and_bad_arguments():
   x, experts, gates = _routing()
   with pytest.raises(ValueError, match="grouped_matmul must be"):
     moe.dropless_experts(x, experts, gates, _weights(), grouped_matmul="dense")
-  with pytest.raises(ValueError, match="block_size must be >= 1"):
+  with pytest.raises(ValueError, match="block_size must be an int >= 1"):
     moe.dropless_experts(x, experts, gates, _weights(), grouped_matmul="blocked",
                          block_size=0)

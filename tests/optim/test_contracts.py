@@ -127,6 +127,9 @@ def test_integer_and_complex_params_are_refused():
       tx.init({"w": jnp.ones((2,), jnp.complex64)})
 
 
+_SOAP = optim.soap(1e-3)
+_EMA = optim.ema_nesterov(optax.sgd(0.1))
+
 # (call, the message it must raise): every documented range, at construction.
 MISUSE = [
     (lambda: optim.soap(eps=-1.0), "eps must be >= 0"),
@@ -142,6 +145,25 @@ MISUSE = [
     (lambda: optim.ema_nesterov(optax.sgd(0.1), gamma=1.0), "gamma must lie in"),
     (lambda: optim.ema_nesterov(optax.sgd(0.1), beta_max=-0.1), "beta_max must be >= 0"),
     (lambda: optim.soap(weight_decay=-0.01), "weight_decay must be >= 0"),
+    # An infinite eps used to zero every update silently.
+    (lambda: optim.soap(eps=float("inf")), "eps must be >= 0 and finite"),
+    (lambda: optim.soap(learning_rate=float("nan")),
+     "learning_rate must be finite"),
+    # int() used to truncate 2.5 to 2.
+    (lambda: optim.scale_by_soap(precondition_frequency=2.5),
+     r"precondition_frequency must be >= 1 \(a whole number\)"),
+    (lambda: optim.scale_by_soap(max_precond_dim=float("nan")),
+     "max_precond_dim must be >= 1"),
+    (lambda: optim.ema_nesterov(optax.sgd(0.1), beta_max=float("inf")),
+     "beta_max must be >= 0 and finite"),
+    (lambda: optim.ema_nesterov(optax.sgd(0.1), warmup_steps=2.5),
+     r"warmup_steps must be >= 0 \(a whole number\)"),
+    (lambda: optim.ema_nesterov(optax.sgd(0.1), rest_start=float("nan")),
+     "rest_start must be >= 0"),
+    (lambda: _SOAP.update({"w": jnp.ones(3)}, _SOAP.init({"w": jnp.ones(2)})),
+     "updates must have the leaf shapes of the params soap was initialised"),
+    (lambda: _EMA.update({"w": jnp.ones(3)}, _EMA.init({"w": jnp.ones(2)})),
+     "updates must have the leaf shapes of the params ema_nesterov"),
     (lambda: optim.ema_nesterov_eval_params(
         {"w": jnp.ones(2)}, optim.ema_nesterov(optax.sgd(0.1)).init(
             {"v": jnp.ones(2)})),

@@ -117,3 +117,12 @@ def test_bad_inputs_are_named():
     toy.toy_generator(jax.random.key(0), scales=(1, 4, 2))
   with pytest.raises(ValueError, match="num_bits"):
     toy.toy_generator(jax.random.key(0), num_bits=0)
+
+
+def test_traced_nan_hyperparameters_are_named_when_the_edit_runs():
+  # A traced NaN strength or budget made every guided bit False, silently;
+  # the loop now checks the guided log-odds too (the compiled _edit reused).
+  for strength, epsilon in ((jnp.nan, 0.1), (1.0, jnp.nan)):
+    with pytest.raises(jax.errors.JaxRuntimeError, match="NaN or inf"):
+      jax.block_until_ready(_edit(jax.random.key(8), SOURCE, strength,
+                                  epsilon, BOX))

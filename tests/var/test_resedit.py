@@ -119,3 +119,24 @@ def test_bad_inputs_are_named():
   with pytest.raises(ValueError, match="edited_code"):
     resedit.compose_scale(jnp.zeros((8, 8, 8)), src[1], src[2],
                           jnp.ones((8, 8)), UPSAMPLE[1])
+
+
+def test_traced_mask_outside_unit_interval_is_nan_there_and_exact_elsewhere():
+  # Traced, a 0..255 or NaN mask cannot be refused: the latent is NaN where
+  # it lies outside [0, 1] (it would extrapolate the edit), unchanged
+  # elsewhere.
+  src, edit = _codes(20), _codes(21)
+  mask = jnp.zeros((8, 8)).at[2:4, 2:4].set(1.0)
+  bad = mask.at[0, 0].set(255.0).at[7, 7].set(jnp.nan).at[5, 5].set(-0.5)
+  good = np.asarray(_compose(src, edit, mask, None))
+  got = np.asarray(_compose(src, edit, bad, None))
+  outside = np.zeros((8, 8), bool)
+  outside[0, 0] = outside[7, 7] = outside[5, 5] = True
+  assert np.isnan(got[outside]).all()
+  np.testing.assert_array_equal(got[~outside], good[~outside])
+
+
+def test_traced_int_bits_outside_zero_one_give_nan_codes():
+  codes = jax.jit(resedit.codes_from_bits)(jnp.array([[0, 1, 2, 255]]))
+  np.testing.assert_array_equal(np.asarray(codes)[0, :2], [-0.5, 0.5])
+  assert np.isnan(np.asarray(codes)[0, 2:]).all()
