@@ -15,8 +15,14 @@ def _modules():
 
 
 # Modules whose examples take 15-25 s on the oldest stack (they train or
-# compile models) run in the slow suite, which CI runs.
-_SLOW = {"jaxpapers.amr.native", "jaxpapers.nesy.em", "jaxpapers.var.editing"}
+# compile models), and those of 2 s or more on the newest stack with an empty
+# compilation cache, run in the slow suite, which CI runs on both stacks.
+_SLOW = {"jaxpapers.amr.native", "jaxpapers.nesy.em", "jaxpapers.var.editing",
+         "jaxpapers.amr.vit", "jaxpapers.optim.soap",
+         "jaxpapers.saddle.robust_regression", "jaxpapers.var.bitedit",
+         "jaxpapers.saddle.decoupled", "jaxpapers.nesy.addition",
+         "jaxpapers.graph.emc", "jaxpapers.moe.routing",
+         "jaxpapers.routing.lehd"}
 
 
 @pytest.mark.parametrize("name", [
