@@ -60,6 +60,8 @@ def _shift_tokens(tokens, trees, shift=(4, 4)):
   return jax.vmap(amr.tokenize)(jnp.roll(fields, shift, axis=(1, 2)), trees)
 
 
+# A training loop, rollout or run: 4-6 s cold (tests/README.md).
+@pytest.mark.slow
 def test_quadtree_rollout_equals_a_hand_written_step_loop(uniform_model):
   fields = _discs([(10, 9), (20, 22)])
   _, advance = uniform_model

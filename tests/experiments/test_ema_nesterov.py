@@ -46,6 +46,8 @@ class _Crash(Exception):
   pass
 
 
+# A training loop, rollout or run: 4-6 s cold (tests/README.md).
+@pytest.mark.slow
 @pytest.mark.usefixtures("standard_dtype_promotion")  # optax.adamw
 def test_a_diverged_run_stops_and_is_not_continued(tmp_path, monkeypatch):
   config = _tiny_config()

@@ -16,6 +16,8 @@ def source():
   return seq.domains[0]
 
 
+# A training loop, rollout or run: 4-6 s cold (tests/README.md).
+@pytest.mark.slow
 @pytest.mark.usefixtures("standard_dtype_promotion")
 def test_fit_source_learns_an_easy_csbm(source):
   fit = gcn.fit_source(jax.random.key(0), source.graph, source.labels,

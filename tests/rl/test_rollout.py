@@ -57,6 +57,8 @@ def test_cached_decoding_matches_the_full_forward(tasks):
   np.testing.assert_allclose(got, expected, atol=2e-5)
 
 
+# A training loop, rollout or run: 4-6 s cold (tests/README.md).
+@pytest.mark.slow
 def test_sampled_rollouts_replay_through_the_shell(split_model, tasks):
   graphdef, params = split_model
   out = jax.jit(lambda p, k: rollout.sample_split(
@@ -75,6 +77,8 @@ def test_sampled_rollouts_replay_through_the_shell(split_model, tasks):
                    shell.Layout(num_turns=3), temperature=1.0)
 
 
+# A training loop, rollout or run: 4-6 s cold (tests/README.md).
+@pytest.mark.slow
 def test_one_update(split_model, tasks, standard_dtype_promotion):
   """The update of :func:`training.rl_step` on fixed transcripts (its rollout is tested above)."""
   del standard_dtype_promotion  # optax's Adam mixes int32 counts into floats

@@ -96,6 +96,8 @@ def test_dm_vip_converges_on_an_n_player_game(games):
   assert np.all(np.diff(np.log(residual[:20])) < 0)
 
 
+# A training loop, rollout or run: 4-6 s cold (tests/README.md).
+@pytest.mark.slow
 def test_decoupled_method_solves_the_robust_regression():
   features = jax.random.normal(jax.random.key(5), (48, 3), jnp.float64)
   targets = features @ jnp.array([1.0, -2.0, 0.5]) + 0.1
