@@ -127,6 +127,8 @@ def test_native_rollout_regrids_from_the_field_it_predicts():
   assert not _same_trees(steps[-1].trees, amr.build_meshes(fields, MESH))
 
 
+# A training loop, rollout or run: 4-6 s cold (tests/README.md).
+@pytest.mark.slow
 def test_native_rollout_with_every_leaf_finest_equals_the_uniform_models(
     uniform_model):
   fields = jax.random.normal(jax.random.key(3), (2, SIZE, SIZE, 1))

@@ -54,6 +54,8 @@ def test_mpc_equals_myopic_exactly_with_the_kernel_off():
   assert np.sum(planned == 1.0) >= 3
 
 
+# A training loop, rollout or run: 4-6 s cold (tests/README.md).
+@pytest.mark.slow
 def test_mpc_shades_under_saturation_and_beats_myopic():
   # Enough arrivals per hour for saturation to bind, and 8 episodes.
   params = env_lib.EnvParams(format="second", horizon=2.0, base_intensity=30.0)

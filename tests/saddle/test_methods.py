@@ -86,6 +86,8 @@ def test_gda_diverges_on_a_bilinear_game():
   assert residual[-1] > 2 * residual[0]
 
 
+# A training loop, rollout or run: 4-6 s cold (tests/README.md).
+@pytest.mark.slow
 def test_dm_vip_converges_on_an_n_player_game(games):
   game = games[4]
   state, trace = _solve(saddle.dm_vip(), game, 500)
