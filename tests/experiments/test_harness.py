@@ -413,13 +413,6 @@ def test_a_workdir_that_is_a_file_or_not_writable_is_a_workdir_error(
     harness.Workdir(str(tmp_path / "ro"), config, "toy")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into 0o555 dirs")
-def test_a_read_only_workdir_is_a_workdir_error(tmp_path):
-  (tmp_path / "ro").mkdir(mode=0o555)
-  with pytest.raises(harness.WorkdirError, match="Permission denied"):
-    harness.Workdir(str(tmp_path / "ro"), ml_collections.ConfigDict(), "toy")
-
-
 def test_a_workdir_error_raised_inside_main_is_one_error_line(tmp_path,
                                                                capsys):
   config = ml_collections.ConfigDict({"seed": 3})
