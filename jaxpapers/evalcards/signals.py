@@ -162,6 +162,12 @@ def rows(records: Iterable[Mapping[str, Any]], *, validate: bool = True
 
 
 def reproducibility(row: Row) -> dict[str, Any]:
+  """The reproducibility-gap signal of one result row (Evaluation Cards, Ghosh et al., 2026).
+
+  ``flagged`` when any reproducibility field (seeds, versions, platform, x64,
+  commit, config hash) is missing from its record; ``missing`` and
+  ``checked`` name the fields.
+  """
   return {"flagged": bool(row.missing), "missing": list(row.missing),
           "checked": list(row.checked)}
 
