@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 
 import benchmarks
-from experiments import harness
 from jaxpapers import detection
 from jaxpapers import profiling
 
@@ -65,7 +64,7 @@ def main(tiny: bool = False):
           {"butr": (lambda s: _budgeted(s, budgeter), (scores,)),
            "fixed": (_fixed, (scores,))}, rounds=sizes.rounds,
           repeats=sizes.repeats, number=sizes.number)
-      ratio = harness.paired_ratio(seconds["butr"], seconds["fixed"])
+      ratio = profiling.paired_ratio(seconds["butr"], seconds["fixed"])
       mean_k = float(_budgeted(scores, budgeter).budget.mean())
       print(f"{name:16s} N={num_tokens:5d} B={batch:2d}: BUTR / fixed-K top-k"
             f" {ratio['ratio']:.2f}x (spread {ratio['low']:.2f}-"

@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import benchmarks
-from experiments import harness
 from jaxpapers import profiling
 from jaxpapers import routing
 from jaxpapers.routing import imitation
@@ -65,7 +64,7 @@ def decoding(coords, sizes):
     seconds = profiling.alternating_seconds(
         {"model": (greedy, (params, coords)), "nn": nearest},
         rounds=sizes.rounds, repeats=sizes.repeats)
-    ratio = harness.paired_ratio(seconds["nn"], seconds["model"])
+    ratio = profiling.paired_ratio(seconds["nn"], seconds["model"])
     print(f"  {name}: {count / np.median(seconds['model']):9.0f}"
           f" inst/s vs NN {count / np.median(seconds['nn']):9.0f}"
           f" inst/s: {ratio['ratio']:.3f}x"

@@ -9,6 +9,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
+import numpy as np
 
 
 def time_jitted(fn: Callable[..., Any], *args: Any, repeats: int = 7,
@@ -37,6 +38,24 @@ def time_jitted(fn: Callable[..., Any], *args: Any, repeats: int = 7,
     jax.block_until_ready(out)
     best = min(best, (time.perf_counter() - start) / number)
   return best
+
+
+def call_seconds(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+  """``(fn(*args), seconds)``: one call, timed until its result is ready.
+
+  For work that runs once (an epoch, an episode batch, one update of a data
+  structure), where :func:`time_jitted`'s warm-up and repeats would redo it.
+  The time includes compiling when ``fn`` is not compiled for ``args`` yet:
+  call it once before to time the compiled program alone.
+
+  Raises:
+    TypeError: ``fn`` is not callable.
+  """
+  if not callable(fn):
+    raise TypeError(f"fn must be callable; got {type(fn).__name__}.")
+  start = time.perf_counter()
+  out = jax.block_until_ready(fn(*args))
+  return out, time.perf_counter() - start
 
 
 def _is_count(n: Any) -> bool:
@@ -75,6 +94,35 @@ def alternating_seconds(
     for name, (fn, args) in calls.items():
       out[name].append(time_jitted(fn, *args, repeats=repeats, number=number))
   return out
+
+
+def paired_ratio(seconds_a: Sequence[float], seconds_b: Sequence[float]
+                 ) -> dict[str, float]:
+  """Median and spread of ``a_i / b_i`` over rounds timed alternately.
+
+  Returns ``ratio`` (median of the per-round ratios), ``low`` and ``high``
+  (their 10th and 90th percentiles) and ``rounds``.
+  Timing ``a`` and ``b`` in alternation exposes both to the same machine
+  load, so each round's ratio is far less noisy than either time. The spread
+  covers the noise within one run only: a machine under another load can
+  shift every round's ratio alike.
+
+  Example::
+
+    secs = alternating_seconds({"a": (f, (x,)), "b": (g, (x,))}, rounds=9)
+    paired_ratio(secs["a"], secs["b"])["ratio"]  # how many times slower a is
+
+  Raises:
+    ValueError: the two sides have different or no rounds.
+  """
+  if len(seconds_a) != len(seconds_b) or not len(seconds_a):
+    raise ValueError(
+        "seconds_a and seconds_b must hold one time per round each, at least"
+        f" one; got {len(seconds_a)} and {len(seconds_b)}.")
+  ratios = np.asarray(seconds_a, np.float64) / np.asarray(seconds_b, np.float64)
+  return {"ratio": float(np.median(ratios)),
+          "low": float(np.quantile(ratios, 0.1)),
+          "high": float(np.quantile(ratios, 0.9)), "rounds": int(ratios.size)}
 
 
 def compiled_footprint(compiled: Any) -> dict[str, int]:

@@ -42,6 +42,12 @@ MISUSE = [
      ValueError, r"number must be an int >= 1; got 1.5"),
     (lambda: profiling.time_jitted(jnp.ones(2)),
      TypeError, "fn must be callable"),
+    (lambda: profiling.paired_ratio([1.0, 2.0], [1.0]),
+     ValueError, "one time per round each, at least one; got 2 and 1"),
+    (lambda: profiling.paired_ratio([], []),
+     ValueError, "at least one; got 0 and 0"),
+    (lambda: profiling.call_seconds(jnp.ones(2)),
+     TypeError, "fn must be callable"),
     (lambda: profiling.alternating_seconds({"a": (_double, (jnp.ones(2),))},
                                            rounds=0),
      ValueError, r"rounds must be an int >= 1; got 0"),
@@ -54,6 +60,12 @@ MISUSE = [
     (lambda: profiling.CompiledCache()(lambda x: x, 1.0),
      TypeError, "every leaf of args must be an array"),
 ]
+
+
+def test_call_seconds_returns_the_ready_result_and_a_nonnegative_time():
+  out, seconds = profiling.call_seconds(_double, jnp.arange(3.0))
+  np.testing.assert_array_equal(out, [0.0, 2.0, 4.0])
+  assert seconds >= 0.0
 
 
 @pytest.mark.parametrize("index", range(len(MISUSE)))

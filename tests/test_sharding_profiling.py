@@ -31,6 +31,11 @@ NOT_SHARDED = {
     "profiling.alternating_seconds": (
         f"host-side wall time of calls, not jittable; run on sharded"
         f" arguments in {_REFERENCE}"),
+    "profiling.call_seconds": (
+        f"host-side wall time of one call, not jittable; run on sharded"
+        f" arguments in {_REFERENCE}"),
+    "profiling.paired_ratio": (
+        "a summary of host-side timings (Python floats), no arrays"),
 }
 
 
@@ -54,9 +59,12 @@ def test_profiling_runs_on_sharded_arguments(mode, contract_mesh):
     rounds = profiling.alternating_seconds(
         {"sharded": (jax.jit(_scale), args),
          "plain": (jax.jit(_scale), (x, w))}, rounds=2, repeats=1)
+    once, once_seconds = profiling.call_seconds(jax.jit(_scale), *args)
   np.testing.assert_allclose(got, expected, rtol=1e-6)
   assert got.sharding.spec == jax.P("data", "model")
   assert footprint == profiling.compiled_footprint(compiled)
   assert footprint["peak_bytes"] != 0
   assert seconds > 0
   assert [len(s) for s in rounds.values()] == [2, 2]
+  np.testing.assert_allclose(once, expected, rtol=1e-6)
+  assert once.sharding.spec == jax.P("data", "model") and once_seconds > 0

@@ -3,17 +3,20 @@
 A binary reads data, runs, summarises, checks the claim and draws figures;
 the harness owns the rest::
 
+  PAPER = {"title": ..., "authors": ..., "url": ...}  # read by the harness
+  CLAIM = "..."
+
   def main(config, workdir):
-    result = workdir.train("run", init_state, chunk, num_steps=...,
-                           checkpoint_every=...)
+    sweep = workdir.sweep(grid, config.seeds, train_one, summarize=...)
     ...
-    workdir.write_report(paper=..., claim=..., checks=[harness.check(...)],
-                         ...)
+    workdir.write_report(results=sweep.results(...),
+                         checks=[harness.check(...)], ...)
 
   if __name__ == "__main__":
     harness.run(main, name="eoss", fields=eoss_config.FIELDS)
 
 See :mod:`experiments.harness.cli` (flags, help, the final line),
+:mod:`experiments.harness.sweep` (a grid of settings x seeds, cell by cell),
 :mod:`experiments.harness.workdir` (integrity, the training loop, cached
 stages), :mod:`experiments.harness.report` (checks, results, the report)
 and :mod:`experiments.harness.stats` (mean +- s.e., the verdict on an effect, timing ratios).
@@ -41,6 +44,8 @@ from experiments.harness.stats import mean_se_curve
 from experiments.harness.stats import over_seeds
 from experiments.harness.stats import paired_difference
 from experiments.harness.stats import paired_ratio
+from experiments.harness.sweep import Run
+from experiments.harness.sweep import SweepResult
 from experiments.harness.workdir import Chunk
 from experiments.harness.workdir import MetricWriter
 from experiments.harness.workdir import panels

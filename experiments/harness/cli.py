@@ -89,12 +89,13 @@ def run(main: MainFn, *, name: str,
   error (exit 2). A workdir that cannot be used (a file, not writable,
   damaged) is ``error:`` and exit 1, also when ``main`` finds it damaged.
   """
+  metadata = report_metadata(main)
   if any(arg in ("-h", "--help", "-?") for arg in sys.argv[1:]):
     print(help_text(name, sys.argv, fields))
     sys.exit(0)
   jax.config.config_with_absl()
   logging.get_absl_handler().addFilter(_QuietLibraries())
-  app.run(functools.partial(_run_main, main, name, fields, validate),
+  app.run(functools.partial(_run_main, main, name, fields, validate, metadata),
           flags_parser=_parse_flags)
 
 
@@ -200,7 +201,8 @@ def check_config(config: ml_collections.ConfigDict,
 
 def _run_main(main: MainFn, name: str,
               fields: Mapping[str, config_common.Range],
-              validate: ValidateFn | None, argv: list[str]) -> None:
+              validate: ValidateFn | None, metadata: dict[str, Any],
+              argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   config = _CONFIG.value
@@ -221,6 +223,7 @@ def _run_main(main: MainFn, name: str,
                                   config, name, overwrite=_OVERWRITE.value)
   except workdir_lib.WorkdirError as e:
     _workdir_error(e)
+  workdir.metadata = metadata
   logging.info("workdir: %s", workdir.path)
   logging.info("config (hash %s):\n%s", workdir.config_hash,
                json.dumps(report_lib.config_dict(config)))
@@ -234,6 +237,17 @@ def _run_main(main: MainFn, name: str,
           + (f" ({unclear} inconclusive)" if unclear else "")
           + f"; wall time {time.time() - start:.0f} s; "
           + ", ".join(workdir.report_paths), flush=True)
+
+
+def report_metadata(main: MainFn) -> dict[str, Any]:
+  """The module-level ``PAPER``, ``CLAIM`` and (optional) ``UNITS`` of ``main``'s binary."""
+  module = sys.modules[main.__module__]
+  missing = [n for n in ("PAPER", "CLAIM") if not hasattr(module, n)]
+  if missing:
+    raise TypeError(f"binary {module.__name__} must define {' and '.join(missing)}"
+                    " at module level: the report's paper and claim.")
+  return {"paper": module.PAPER, "claim": module.CLAIM,
+          "units": dict(getattr(module, "UNITS", {}))}
 
 
 def call_main(main: MainFn, config: ml_collections.ConfigDict,

@@ -1,8 +1,12 @@
 """Summaries over seeds and timing comparisons: the one copy every binary uses."""
 
+import datetime
+import math
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+from jaxpapers.profiling import paired_ratio  # the harness's timing summary too
 
 
 def mean_se(values: Iterable[float | None]) -> tuple[float | None, float | None]:
@@ -44,24 +48,6 @@ def over_seeds(per_seed: Sequence[Mapping[str, Any]],
     if isinstance(value, bool):
       out[key] = any(s[key] for s in per_seed)
   return out
-
-
-def paired_ratio(seconds_a: Sequence[float], seconds_b: Sequence[float]
-                 ) -> dict[str, float]:
-  """Median and spread of ``a_i / b_i`` over rounds timed alternately.
-
-  Returns ``ratio`` (median of the per-round ratios), ``low`` and ``high``
-  (their 10th and 90th percentiles) and ``rounds``.
-  Timing ``a`` and ``b`` in alternation exposes both to the same machine
-  load, so each round's ratio is far less noisy than either time. The spread
-  covers the noise within one run only: a check decided by it (:func:`at_most`,
-  :func:`at_least`) is marked ``machine_dependent``, since a machine under
-  another load can shift every round's ratio alike.
-  """
-  ratios = np.asarray(seconds_a, np.float64) / np.asarray(seconds_b, np.float64)
-  return {"ratio": float(np.median(ratios)),
-          "low": float(np.quantile(ratios, 0.1)),
-          "high": float(np.quantile(ratios, 0.9)), "rounds": int(ratios.size)}
 
 
 def at_most(ratio: Mapping[str, float], bound: float) -> bool | None:
@@ -119,3 +105,10 @@ def paired_difference(ours: Sequence[float], theirs: Sequence[float]
     raise ValueError(f"paired values need one per seed on both sides; got"
                      f" {len(ours)} and {len(theirs)}")
   return mean_se(np.asarray(ours, np.float64) - np.asarray(theirs, np.float64))
+
+
+def duration(seconds: float) -> str:
+  """``H:MM:SS`` of a number of seconds; "?" for an unknown (non-finite) one."""
+  if not math.isfinite(seconds):
+    return "?"
+  return str(datetime.timedelta(seconds=round(seconds)))

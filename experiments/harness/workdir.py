@@ -9,7 +9,7 @@ What a workdir reports is what its config computed:
   second run is refused naming the holder, and a lock left by a killed
   process is recognised (the kernel released it) and taken over;
 * every checkpoint step carries a digest, checked on restore
-  (:mod:`experiments.checkpointing`); metrics are JSONL records whose torn
+  (:mod:`experiments.harness.checkpointing`); metrics are JSONL records whose torn
   trailing line is dropped with a warning, and a run resumes only from a
   checkpoint step that has its metrics record (else from an older step, or
   from scratch), so metrics never hold records past the restored step;
@@ -29,16 +29,18 @@ import os
 import shutil
 import socket
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from absl import logging
 import jax
 import ml_collections
 
-from experiments import checkpointing
+from experiments.harness import checkpointing
 from experiments.harness import card as card_lib
 from experiments.harness import report as report_lib
 from experiments.harness import jsonio
+from experiments.harness import stats
+from experiments.harness import sweep as sweep_lib
 from experiments.harness.jsonio import write_json_atomic
 
 try:
@@ -171,6 +173,9 @@ class Workdir:
     self._lock_file = None
     self._job = _JobProgress()
     self.invocations: list[dict[str, Any]] = []
+    # The binary's module-level report metadata (PAPER, CLAIM, UNITS), which
+    # harness.run reads; write_report fills the report with it.
+    self.metadata: dict[str, Any] = {}
     if self.is_writer:
       if os.path.exists(self.path) and not os.path.isdir(self.path):
         raise WorkdirError(f"--workdir {self.path} is a file, not a"
@@ -380,6 +385,21 @@ class Workdir:
                                "digest": _value_digest(value), "value": value})
     return value
 
+  def sweep(self, grid: Mapping[str, Any], seeds: Sequence[int] | None,
+            run: Callable[[sweep_lib.Run], Any], *,
+            summarize: Callable[[Any, Any], Any] | None = None,
+            keys: Sequence[str] | None = None,
+            cache: bool = False) -> sweep_lib.SweepResult:
+    """Runs ``run`` for every cell of ``grid`` and every seed: see :mod:`.sweep`.
+
+    ``grid`` maps cell names to settings; ``seeds`` None runs each cell once.
+    ``summarize(value, settings)`` turns a run's value into its per-seed
+    summary; ``keys`` are the summary fields averaged (mean and ``_se``).
+    ``cache`` stores each run's JSON value as the stage ``sweep/<run>``.
+    """
+    return sweep_lib.run_sweep(self.stage, grid, seeds, run,
+                               summarize=summarize, keys=keys, cache=cache)
+
   # --------------------------------------------------------------- output --
 
   def save_figure(self, fig: Any, name: str, *, title: str | None = None,
@@ -416,10 +436,20 @@ class Workdir:
                    **report_fields: Any) -> dict[str, Any]:
     """Builds (:func:`report.make_report`) and writes ``report.json`` and ``report.md``.
 
+    ``paper`` and ``claim`` default to the binary's ``PAPER`` and ``CLAIM``;
+    a result row without a unit takes its metric's from ``UNITS``.
+
     ``markdown_appendix`` (e.g. an experiment-specific table) is added at the
     end of ``report.md``. Only process 0 writes; every process gets the dict.
     """
     wall_time_s = time.time() - self.started
+    report_fields = {**{k: v for k, v in self.metadata.items()
+                        if k in ("paper", "claim")}, **report_fields}
+    units = self.metadata.get("units", {})
+    report_fields["results"] = [
+        {**row, "unit": units[row["metric"]]}
+        if "unit" not in row and row["metric"] in units else row
+        for row in report_fields.get("results", [])]
     if self.invocations:
       self.invocations[-1]["wall_time_s"] = round(wall_time_s, 1)
     report = report_lib.make_report(
@@ -519,7 +549,7 @@ class _JobProgress:
     if self.total is None or self.work_done <= 0:
       return "?"
     remaining = max(self.total - runs_done, 0.0)
-    return _duration(remaining * self.work_s / self.work_done)
+    return stats.duration(remaining * self.work_s / self.work_done)
 
 
 class _RunProgress:
@@ -551,11 +581,5 @@ class _RunProgress:
     logging.info(
         "run %d%s [%s] step %d/%d (%.0f%%) %.1f steps/s, ETA run %s, job %s %s",
         self.job.index, of, self.label, step, self.total_steps,
-        100 * step / self.total_steps, rate, _duration(eta),
+        100 * step / self.total_steps, rate, stats.duration(eta),
         self.job.eta(self.job.index - 1 + step / self.total_steps), shown)
-
-
-def _duration(seconds: float) -> str:
-  if not math.isfinite(seconds):
-    return "?"
-  return str(datetime.timedelta(seconds=round(seconds)))

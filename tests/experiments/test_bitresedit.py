@@ -5,7 +5,7 @@ import pytest
 
 from experiments import bitresedit
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments.configs import bitresedit as bitresedit_config
 
 
@@ -90,7 +90,7 @@ def test_validate_rejects_configs_it_cannot_run(field, value):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("bitresedit", tmp_path)
+  report = binaries.run_smoke("bitresedit", tmp_path)
   run_data = report["run_data"]
   assert run_data["figures"] == ["alignment_vs_strength.png", "ablation.png",
                                  "edited_examples.png"]

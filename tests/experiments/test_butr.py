@@ -5,7 +5,7 @@ import pytest
 
 from experiments import butr
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments.configs import butr as butr_config
 
 
@@ -67,7 +67,7 @@ def test_bad_configs_are_refused_by_name():
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("butr", tmp_path)
+  report = binaries.run_smoke("butr", tmp_path)
   run_data = report["run_data"]
   assert [c["id"] for c in run_data["checks"]] == CHECK_IDS
   rules = run_data["summary"]["rules"]

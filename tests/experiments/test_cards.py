@@ -15,10 +15,10 @@ import sys
 import pytest
 
 from experiments import cards
-from experiments import testing
+from tests import binaries
 from tests import browser
 
-THIRD_PARTY = os.path.join(testing.ROOT, "tests", "evalcards", "third_party")
+THIRD_PARTY = os.path.join(binaries.ROOT, "tests", "evalcards", "third_party")
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +26,14 @@ def two_runs(tmp_path_factory):
   """Real smoke runs of two experiments under one ``runs/`` folder."""
   runs = tmp_path_factory.mktemp("runs")
   for name in ("eoss", "saddle"):
-    out = testing.run(name, ["--config", f"experiments/configs/{name}.py:smoke"],
+    out = binaries.run(name, ["--config", f"experiments/configs/{name}.py:smoke"],
                       runs / name)
     assert out.returncode == 0, out.stderr[-3000:]
   return runs
 
 
 def _report(runs, name):
-  return testing.read_report(runs / name)
+  return binaries.read_report(runs / name)
 
 
 @pytest.mark.slow
@@ -41,7 +41,7 @@ def test_site_lists_runs_and_third_party_records(two_runs, tmp_path):
   out = subprocess.run(
       [sys.executable, "-m", "experiments.cards", str(two_runs), THIRD_PARTY,
        "--out", str(tmp_path / "site")],
-      cwd=testing.ROOT, capture_output=True, text=True, timeout=120,
+      cwd=binaries.ROOT, capture_output=True, text=True, timeout=120,
       check=False)
   assert out.returncode == 0, out.stderr
   assert ("2 runs, 1 third-party directories (3 record files with findings)"
@@ -165,7 +165,7 @@ def test_committed_records_are_what_the_harness_writes():
   """experiments/results/*/eee/ is card.build of each committed report.json."""
   from experiments.harness import card  # pylint: disable=g-import-not-at-top
   reports = sorted(glob.glob(os.path.join(
-      testing.ROOT, "experiments", "results", "*", "report.json")))
+      binaries.ROOT, "experiments", "results", "*", "report.json")))
   assert len(reports) >= 15
   for path in reports:
     with open(path) as f:
@@ -181,7 +181,7 @@ def test_committed_records_are_what_the_harness_writes():
 
 def test_regenerate_rebuilds_a_workdirs_records(tmp_path):
   from experiments.harness import card  # pylint: disable=g-import-not-at-top
-  source = os.path.join(testing.ROOT, "experiments", "results", "eoss")
+  source = os.path.join(binaries.ROOT, "experiments", "results", "eoss")
   workdir = tmp_path / "eoss"
   shutil.copytree(source, workdir)
   (name,) = [n for n in os.listdir(workdir / "eee") if n.startswith("jaxpapers")]

@@ -5,7 +5,7 @@ import pytest
 
 from experiments import daf
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments.configs import daf as daf_config
 
 
@@ -92,7 +92,7 @@ def test_validate_rejects_configs_it_cannot_run(field, value):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("daf", tmp_path)
+  report = binaries.run_smoke("daf", tmp_path)
   run_data = report["run_data"]
   assert len(run_data["figures"]) == 2
   summary = run_data["summary"]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from experiments import dynamauction
-from experiments import testing
+from tests import binaries
 
 
 def _stage(setting, **returns):
@@ -56,7 +56,7 @@ def test_settings_name_their_environment():
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("dynamauction", tmp_path)
+  report = binaries.run_smoke("dynamauction", tmp_path)
   run_data = report["run_data"]
   assert [c["id"] for c in run_data["checks"]] == [
       "myopic_le_mpc_second_count", "mpc_le_oracle_second_count",

@@ -5,7 +5,7 @@ import pytest
 
 from experiments import echo
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments.configs import echo as echo_config
 
 
@@ -77,7 +77,7 @@ def test_validate_rejects_configs_it_cannot_run(field, value, message):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figure(tmp_path):
-  report = testing.run_smoke("echo", tmp_path)
+  report = binaries.run_smoke("echo", tmp_path)
   run_data = report["run_data"]
   assert run_data["figures"] == ["pass_and_env_ce.png"]
   summary = run_data["summary"]

@@ -4,7 +4,7 @@ import pytest
 
 from experiments import em_nesy
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments.configs import em_nesy as em_nesy_config
 
 
@@ -147,7 +147,7 @@ def test_validate_rejects_configs_it_cannot_run(field, value):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("em_nesy", tmp_path)
+  report = binaries.run_smoke("em_nesy", tmp_path)
   run_data = report["run_data"]
   assert len(run_data["figures"]) == 2
   summary = run_data["summary"]

@@ -8,7 +8,7 @@ import pytest
 from experiments import ema_nesterov
 from experiments import harness
 from experiments import lm
-from experiments import testing
+from tests import binaries
 from experiments.configs import ema_nesterov as ema_config
 
 
@@ -83,7 +83,7 @@ def test_validate_rejects_evaluations_off_the_checkpoints():
 
 
 def test_invalid_config_is_refused_before_anything_is_written(tmp_path):
-  out = testing.run("ema_nesterov", [
+  out = binaries.run("ema_nesterov", [
       "--config", "experiments/configs/ema_nesterov.py:smoke",
       "--config.num_steps=45"], tmp_path / "wd")
   assert out.returncode == 2
@@ -147,7 +147,7 @@ def test_paper_numbers_are_compared_with_our_muon_steps_ratio():
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("ema_nesterov", tmp_path)
+  report = binaries.run_smoke("ema_nesterov", tmp_path)
   run_data = report["run_data"]
   assert run_data["figures"] == ["valid_loss_vs_step.png", "grid_beta_gamma.png"]
   assert {c["id"] for c in run_data["checks"]} == {
@@ -160,7 +160,7 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   for s in run_data["summary"].values():
     assert 3.0 < s["final_bpb"] < 7.0
   # Every run was measured at step 0 and after each of its 4 chunks.
-  metrics = testing.read_metrics(tmp_path / "smoke")
+  metrics = binaries.read_metrics(tmp_path / "smoke")
   assert len(metrics) == 1 + 2 + len(ema_nesterov.METHODS)
   assert all([r["step"] for r in m] == [0, 10, 20, 30, 40]
              for m in metrics.values())

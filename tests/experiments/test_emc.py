@@ -8,7 +8,7 @@ import pytest
 
 from experiments import emc
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments.configs import emc as emc_config
 
 
@@ -123,7 +123,7 @@ def _stage(workdir, name):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("emc", tmp_path)
+  report = binaries.run_smoke("emc", tmp_path)
   run_data = report["run_data"]
   assert len(run_data["figures"]) == 3
   for name in ("csbm", "digits"):

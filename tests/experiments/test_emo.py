@@ -7,7 +7,7 @@ import pytest
 
 from experiments import emo
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments.configs import emo as emo_config
 
 
@@ -82,7 +82,7 @@ def _stage(workdir, name):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("emo", tmp_path)
+  report = binaries.run_smoke("emo", tmp_path)
   workdir = tmp_path / "smoke"
   run_data = report["run_data"]
   assert len(run_data["figures"]) == 2

@@ -7,7 +7,7 @@ import pytest
 
 from experiments import eoss
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments.configs import eoss as eoss_config
 
 TINY = ["--config", "experiments/configs/eoss.py:smoke",
@@ -18,7 +18,7 @@ TINY = ["--config", "experiments/configs/eoss.py:smoke",
 @pytest.mark.slow
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
   # Step 150 is past the step-100 checkpoint.
-  testing.assert_resume_matches(
+  binaries.assert_resume_matches(
       "eoss", TINY, tmp_path, "lr0.25_b16_seed0.jsonl", 150)
 
 
@@ -52,7 +52,7 @@ def test_claim_checks_follow_the_numbers(lams, plateau_passes):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("eoss", tmp_path)
+  report = binaries.run_smoke("eoss", tmp_path)
   run_data = report["run_data"]
   summaries = {(s["learning_rate"], s["batch_size"]): s
                for s in run_data["summaries"]}

@@ -9,7 +9,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from experiments import checkpointing
+from experiments.harness import checkpointing
 from experiments import harness
 from experiments.harness import workdir as workdir_lib
 
@@ -517,3 +517,86 @@ def test_an_os_error_inside_the_workdir_during_main_is_one_error_line(
   with pytest.raises(FileNotFoundError):
     harness.call_main(elsewhere, config,
                       harness.Workdir(str(tmp_path / "wd"), config, "toy"))
+
+
+def test_a_sweep_runs_every_cell_and_seed_and_summarises_over_seeds(workdir):
+  grid = {"slow": 1.0, "fast": 3.0}
+  calls = []
+
+  def run(one):
+    calls.append(one.name)
+    return {"loss": one.settings * (one.seed + 1), "diverged": one.seed == 2}
+
+  sweep = workdir.sweep(grid, (0, 1, 2), run, keys=("loss",))
+  assert calls == [f"{c}_seed{s}" for c in grid for s in (0, 1, 2)]
+  assert list(sweep.values) == ["slow", "fast"]
+  fast = np.array([3.0, 6.0, 9.0])
+  summary = sweep.summaries["fast"]
+  assert summary["loss"] == pytest.approx(fast.mean())
+  assert summary["loss_se"] == pytest.approx(fast.std(ddof=1) / np.sqrt(3))
+  assert summary["diverged"] is True  # a flag is "any seed"
+  mean, se = sweep.paired("loss", "fast", "slow")
+  differences = fast - np.array([1.0, 2.0, 3.0])
+  assert mean == pytest.approx(differences.mean())
+  assert se == pytest.approx(differences.std(ddof=1) / np.sqrt(3))
+  rows = sweep.results(["loss"], higher_is_better=["loss"])
+  assert [(r["evaluation_name"], r["num_samples"], r["lower_is_better"])
+          for r in rows] == [("slow", 3, False), ("fast", 3, False)]
+
+
+def test_a_cached_sweep_reads_finished_runs_back_instead_of_running_them(
+    workdir):
+  calls = []
+
+  def run(one):
+    calls.append(one.name)
+    return {"value": [one.settings, one.seed]}
+
+  first = workdir.sweep({"a": 1, "b": 2}, (5,), run, cache=True)
+  again = workdir.sweep({"a": 1, "b": 2}, (5,), run, cache=True)
+  assert calls == ["a_seed5", "b_seed5"]
+  assert again.values == first.values == {"a": [{"value": [1, 5]}],
+                                          "b": [{"value": [2, 5]}]}
+  assert os.path.exists(os.path.join(workdir.path, "stages", "sweep",
+                                     "a_seed5.json"))
+
+
+def test_a_sweep_without_seeds_runs_each_cell_once_under_its_own_name(
+    workdir):
+  names = []
+  sweep = workdir.sweep({"x": 1}, None, lambda one: names.append(
+      (one.name, one.seed)) or {"v": 2.0}, summarize=lambda v, s: {
+          "v": v["v"] * s})
+  assert names == [("x", None)] and sweep.seeds == (None,)
+  assert sweep.per_seed == {"x": [{"v": 2.0}]}
+
+
+@pytest.mark.parametrize("grid, seeds, message", [
+    ({}, (0,), "at least one cell"),
+    ({"a": 1}, (0, 0), "seeds must be distinct"),
+    ({"a": 1}, (), "seeds must be distinct and at least one"),
+])
+def test_a_sweep_refuses_an_empty_grid_and_repeated_seeds(
+    workdir, grid, seeds, message):
+  with pytest.raises(ValueError, match=message):
+    workdir.sweep(grid, seeds, lambda one: 0)
+
+
+def test_the_report_takes_paper_claim_and_units_from_the_binary(workdir):
+  workdir.metadata = {"paper": {"title": "T", "authors": "A", "url": "u"},
+                      "claim": "c", "units": {"m": "percent"}}
+  report = workdir.write_report(
+      dataset={"name": "d", "provenance": "p"}, model={"num_params": 3},
+      seeds=[0], results=[harness.result("e", "m", 1.5),
+                          harness.result("e", "n", 2.0)], paper_results=[],
+      checks=[harness.check("x_ok", "x", True, "ok")], figures=[])
+  assert report["benchmark_metadata"]["claim"] == "c"
+  assert report["benchmark_metadata"]["paper"]["title"] == "T"
+  assert [r.get("unit") for r in report["run_data"]["results"]] == [
+      "percent", None]
+
+
+def test_a_binary_without_paper_or_claim_is_refused_at_start():
+  from experiments.harness import cli  # pylint: disable=g-import-not-at-top
+  with pytest.raises(TypeError, match="must define PAPER and CLAIM"):
+    cli.report_metadata(test_a_sweep_runs_every_cell_and_seed_and_summarises_over_seeds)

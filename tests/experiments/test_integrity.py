@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from experiments import testing
+from tests import binaries
 
 TINY = ["--config", "experiments/configs/eoss.py:smoke",
         "--config.num_steps=400", "--config.full_batch_num_steps=200"]
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("straight") / "wd"
-  out = testing.run("eoss", TINY, workdir)
+  out = binaries.run("eoss", TINY, workdir)
   assert out.returncode == 0, out.stderr[-3000:]
   return workdir
 
@@ -41,12 +41,12 @@ def _copy(straight, tmp_path):
 
 
 def _rerun(workdir, *extra):
-  return testing.run("eoss", [*TINY, *extra], workdir)
+  return binaries.run("eoss", [*TINY, *extra], workdir)
 
 
 def _assert_same_numbers(workdir, straight):
-  assert testing.read_metrics(workdir) == testing.read_metrics(straight)
-  got, expected = (testing.read_report(w)["run_data"] for w in (workdir, straight))
+  assert binaries.read_metrics(workdir) == binaries.read_metrics(straight)
+  got, expected = (binaries.read_report(w)["run_data"] for w in (workdir, straight))
   assert got["results"] == expected["results"]
   assert got["checks"] == expected["checks"]
 
@@ -60,12 +60,12 @@ def _checkpoint_steps(workdir, run=RUN):
 def test_changed_config_is_refused_with_the_fields_and_overwrite_discards(
     straight, tmp_path):
   workdir = _copy(straight, tmp_path)
-  before = testing.read_metrics(workdir)
+  before = binaries.read_metrics(workdir)
   out = _rerun(workdir, "--config.data.label_noise=0.0")
   assert out.returncode == 1
   assert "data.label_noise: 0.2 -> 0.0" in out.stderr
   assert "--overwrite" in out.stderr and "--workdir" in out.stderr
-  assert testing.read_metrics(workdir) == before
+  assert binaries.read_metrics(workdir) == before
   assert not os.path.exists(workdir / "report.json")
   with open(workdir / "config.json") as f:
     assert json.load(f)["data"]["label_noise"] == 0.2
@@ -73,24 +73,24 @@ def test_changed_config_is_refused_with_the_fields_and_overwrite_discards(
   out = _rerun(workdir, "--config.data.label_noise=0.0", "--overwrite")
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resumed" not in out.stderr
-  report = testing.read_report(workdir)
+  report = binaries.read_report(workdir)
   assert report["run_data"]["config"]["data"]["label_noise"] == 0.0
-  assert testing.read_metrics(workdir) != testing.read_metrics(straight)
+  assert binaries.read_metrics(workdir) != binaries.read_metrics(straight)
 
 
 def test_second_run_on_a_workdir_is_refused_naming_the_holder(tmp_path):
   workdir = tmp_path / "wd"
-  with subprocess.Popen(testing.command("eoss", TINY, workdir),
-                        cwd=testing.ROOT, stdout=subprocess.DEVNULL,
+  with subprocess.Popen(binaries.command("eoss", TINY, workdir),
+                        cwd=binaries.ROOT, stdout=subprocess.DEVNULL,
                         stderr=subprocess.PIPE, text=True) as first:
-    testing.wait_for_step(str(workdir / "metrics" / f"{RUN}.jsonl"), 0, first)
+    binaries.wait_for_step(str(workdir / "metrics" / f"{RUN}.jsonl"), 0, first)
     second = _rerun(workdir)
     assert first.poll() is None, "the first run ended before the second began"
     first_stderr = first.communicate()[1]
   assert second.returncode == 1
   assert f"in use by pid {first.pid}" in second.stderr
   assert first.returncode == 0, first_stderr[-3000:]
-  steps = [r["step"] for r in testing.read_metrics(workdir)[f"{RUN}.jsonl"]]
+  steps = [r["step"] for r in binaries.read_metrics(workdir)[f"{RUN}.jsonl"]]
   assert steps == sorted(set(steps))  # no duplicate records
 
 
@@ -169,7 +169,7 @@ def test_mistyped_config_writes_nothing(straight, tmp_path, bad):
   before = (workdir / "config.json").read_bytes()
   mtime = os.path.getmtime(workdir / "config.json")
   time.sleep(0.01)
-  out = testing.run("eoss", [*TINY, *bad], workdir)
+  out = binaries.run("eoss", [*TINY, *bad], workdir)
   assert out.returncode == 2
   assert "usage error" in out.stderr and "Traceback" not in out.stderr
   assert (workdir / "config.json").read_bytes() == before
@@ -177,7 +177,7 @@ def test_mistyped_config_writes_nothing(straight, tmp_path, bad):
 
 
 def test_mistyped_field_names_the_close_match(tmp_path):
-  out = testing.run("eoss", [*TINY, "--config.measure.bs_drawz=3"],
+  out = binaries.run("eoss", [*TINY, "--config.measure.bs_drawz=3"],
                     tmp_path / "wd")
   assert out.returncode == 2
   assert "did you mean --config.measure.bs_draws" in out.stderr
@@ -185,7 +185,7 @@ def test_mistyped_field_names_the_close_match(tmp_path):
 
 
 def test_invalid_config_is_refused_before_the_workdir_exists(tmp_path):
-  out = testing.run("eoss", [*TINY, "--config.checkpoint_every=75"],
+  out = binaries.run("eoss", [*TINY, "--config.checkpoint_every=75"],
                     tmp_path / "wd")
   assert out.returncode == 2
   assert "checkpoint_every=75 must be a multiple of measure_every=50" in out.stderr
@@ -201,7 +201,7 @@ def test_invalid_config_is_refused_before_the_workdir_exists(tmp_path):
 ])
 def test_out_of_range_value_is_a_usage_error_before_the_workdir_exists(
     tmp_path, bad, message):
-  out = testing.run("eoss", [*TINY, bad], tmp_path / "wd")
+  out = binaries.run("eoss", [*TINY, bad], tmp_path / "wd")
   assert out.returncode == 2
   assert message in out.stderr and "Traceback" not in out.stderr
   assert not os.path.exists(tmp_path / "wd")
@@ -209,7 +209,7 @@ def test_out_of_range_value_is_a_usage_error_before_the_workdir_exists(
 
 def test_a_workdir_that_is_a_file_is_one_error_line(tmp_path):
   (tmp_path / "file").write_text("x")
-  out = testing.run("eoss", TINY, tmp_path / "file")
+  out = binaries.run("eoss", TINY, tmp_path / "file")
   assert out.returncode == 1
   assert "is a file, not a directory" in out.stderr
   assert "Traceback" not in out.stderr
@@ -229,7 +229,7 @@ def test_a_metrics_line_damaged_in_the_middle_is_one_error_line(straight,
 
 
 def test_help_lists_flags_and_config_fields_with_defaults(tmp_path):
-  out = testing.run("eoss", ["--help"], tmp_path / "wd")
+  out = binaries.run("eoss", ["--help"], tmp_path / "wd")
   assert out.returncode == 0
   for text in ("--config", "--workdir", "--overwrite", ":smoke",
                "learning_rates = (0.25, 0.4)", "measure.bs_draws = 100",
@@ -243,7 +243,7 @@ def test_final_line_counts_checks_and_names_the_report(straight, tmp_path):
   workdir = _copy(straight, tmp_path)
   out = _rerun(workdir)
   assert out.returncode == 0, out.stderr[-3000:]
-  report = testing.read_report(workdir)["run_data"]
+  report = binaries.read_report(workdir)["run_data"]
   last = out.stdout.strip().splitlines()[-1]
   assert last.startswith(f"{report['checks_passed']}/{len(report['checks'])}"
                          " checks passed; wall time ")

@@ -8,7 +8,7 @@ import pytest
 
 from experiments import harness
 from experiments import rollout
-from experiments import testing
+from tests import binaries
 from experiments.configs import rollout as rollout_config
 
 
@@ -25,7 +25,7 @@ TINY = ["--config", "experiments/configs/rollout.py:smoke",
 
 
 def _run(workdir, *extra):
-  return testing.run("rollout", [*TINY, *extra], workdir)
+  return binaries.run("rollout", [*TINY, *extra], workdir)
 
 
 # A whole binary run end to end: in the slow suite, which CI runs too. (Resume
@@ -38,7 +38,7 @@ def test_tiny_run_trains_both_members_and_evaluates_them(tmp_path):
   straight = tmp_path / "wd"
   # TF (lambda = 0) and the penalty run share init and batches, so they
   # differ only through the penalty, which they must.
-  penalty_log = testing.read_metrics(straight)["lorenz96_mlp_penalty.jsonl"]
+  penalty_log = binaries.read_metrics(straight)["lorenz96_mlp_penalty.jsonl"]
   tf_loss, jvp_loss = penalty_log[0]["task_loss"]
   assert tf_loss != jvp_loss
   assert penalty_log[0]["penalty"][1] > 0
@@ -136,7 +136,7 @@ def test_summaries_average_members_of_each_lambda_over_seeds():
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("rollout", tmp_path)
+  report = binaries.run_smoke("rollout", tmp_path)
   run_data = report["run_data"]
   assert run_data["figures"] == ["error_vs_horizon.png", "lambda_sweep.png"]
   # 2 series x 2 models: one check each, plus the two overall checks.

@@ -5,7 +5,7 @@ import pytest
 
 from experiments import harness
 from experiments import routing
-from experiments import testing
+from tests import binaries
 from experiments.configs import routing as routing_config
 from jaxpapers.routing import lehd
 
@@ -117,7 +117,7 @@ def test_validate_rejects_configs_it_cannot_run(field, value, match):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("routing", tmp_path)
+  report = binaries.run_smoke("routing", tmp_path)
   run_data = report["run_data"]
   assert run_data["figures"] == ["gap_scaling.png"]
   checks = {c["id"]: c for c in run_data["checks"]}

@@ -11,7 +11,7 @@ import pytest
 
 from experiments import harness
 from experiments import saddle as saddle_experiment
-from experiments import testing
+from tests import binaries
 from experiments.configs import saddle as saddle_config
 
 
@@ -40,7 +40,7 @@ def _free_port():
 
 
 def _read(workdir):
-  return testing.read_report(workdir), testing.read_metrics(workdir)
+  return binaries.read_report(workdir), binaries.read_metrics(workdir)
 
 
 def _assert_same_numbers(got, expected):
@@ -80,7 +80,7 @@ def test_two_processes_give_the_single_process_numbers(tmp_path):
   # reference run below fails.
   with contextlib.ExitStack() as children:
     procs = [children.enter_context(subprocess.Popen(
-        command + [f"--process_id={i}"], cwd=testing.ROOT, env=env,
+        command + [f"--process_id={i}"], cwd=binaries.ROOT, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
              for i in range(2)]
     # Meanwhile, the reference: one process, all players on one device.
@@ -169,7 +169,7 @@ def test_validate_rejects_what_the_binary_cannot_run():
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("saddle", tmp_path)
+  report = binaries.run_smoke("saddle", tmp_path)
   run_data = report["run_data"]
   with open(tmp_path / "smoke" / "report.md") as f:
     assert "## Scaling against our reconstructed bounds" in f.read()

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments import wamrvit
 from experiments.configs import wamrvit as wamrvit_config
 
@@ -76,7 +76,7 @@ def test_validate_rejects_configs_the_binary_cannot_run(field, value, message):
 
 
 def test_a_refused_config_writes_nothing(tmp_path):
-  out = testing.run("wamrvit", [*SMOKE, "--config.checkpoint_every=15"],
+  out = binaries.run("wamrvit", [*SMOKE, "--config.checkpoint_every=15"],
                     tmp_path / "wd")
   assert out.returncode != 0
   assert "multiple of log_every" in out.stderr
@@ -94,7 +94,7 @@ def test_over_seeds_is_finite_only_if_every_seed_is():
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("wamrvit", tmp_path)
+  report = binaries.run_smoke("wamrvit", tmp_path)
   run_data = report["run_data"]
   assert len(run_data["figures"]) == 2
   assert {c["id"] for c in run_data["checks"]} == {
@@ -110,7 +110,7 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
   assert set(summary) == set(wamrvit.VARIANTS)
   assert summary["vit_p4"]["tokens_mean"] == 256
   assert summary["vit_p8"]["tokens_mean"] == 64
-  metrics = testing.read_metrics(tmp_path / "smoke")
+  metrics = binaries.read_metrics(tmp_path / "smoke")
   # One training record per log_every steps; the quadtree runs log tokens.
   assert [r["step"] for r in metrics["wamrvit_seed0.jsonl"]] == [10, 20]
   assert "train_tokens" in metrics["wamrvit_native_seed1.jsonl"][0]

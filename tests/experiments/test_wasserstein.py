@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from experiments import harness
-from experiments import testing
+from tests import binaries
 from experiments import wasserstein
 from experiments.configs import wasserstein as wasserstein_config
 from jaxpapers import matching
@@ -105,7 +105,7 @@ def test_validate_rejects_configs_it_cannot_run(field, value):
 
 @pytest.mark.slow
 def test_smoke_config_writes_report_and_figures(tmp_path):
-  report = testing.run_smoke("wasserstein", tmp_path)
+  report = binaries.run_smoke("wasserstein", tmp_path)
   run_data = report["run_data"]
   assert run_data["figures"] == ["ratios.png", "update_vs_recompute.png"]
   checks = {c["id"]: c for c in run_data["checks"]}
