@@ -169,8 +169,13 @@ def _run_page(report: Mapping[str, Any], page: str) -> str:
   checks = "".join(
       f"<tr><td><code>{_e(c['id'])}</code></td><td>{_e(c['name'])}</td>"
       f"<td><span class='badge {VERDICT_CLASS[c['passed']]}'>"
-      f"{VERDICT_TEXT[c['passed']]}</span></td><td>{_e(c['detail'])}</td></tr>"
-      for c in data["checks"])
+      f"{VERDICT_TEXT[c['passed']]}</span></td><td>{_e(c['detail'])}"
+      + (f"<p class='diagnosis'><b>Why ({_e(c['diagnosis']['kind'])}).</b>"
+         f" {_e(c['diagnosis']['evidence'])}"
+         + "".join(f" <a href='{_e(a)}'>{_e(a)}</a>"
+                   for a in c["diagnosis"]["artefacts"]) + "</p>"
+         if "diagnosis" in c else "")
+      + "</td></tr>" for c in data["checks"])
   comparison = _comparison(card)
   figures = "".join(f"<img src='{_e(f)}' alt='{_e(f)}'>" for f in data["figures"])
   platform = data["platform"]

@@ -29,6 +29,7 @@ from experiments.harness.cli import load_config
 from experiments.harness.cli import run
 from experiments.harness.report import check
 from experiments.harness.report import config_hash
+from experiments.harness.report import diagnosis
 from experiments.harness.report import make_report
 from experiments.harness.report import paper_result
 from experiments.harness.report import refuse_pass_on_nan

@@ -240,14 +240,22 @@ def _run_main(main: MainFn, name: str,
 
 
 def report_metadata(main: MainFn) -> dict[str, Any]:
-  """The module-level ``PAPER``, ``CLAIM`` and (optional) ``UNITS`` of ``main``'s binary."""
+  """The module-level ``PAPER``, ``CLAIM`` and (optional) ``UNITS`` and ``DIAGNOSES`` of ``main``'s binary."""
   module = sys.modules[main.__module__]
   missing = [n for n in ("PAPER", "CLAIM") if not hasattr(module, n)]
   if missing:
     raise TypeError(f"binary {module.__name__} must define {' and '.join(missing)}"
                     " at module level: the report's paper and claim.")
+  diagnoses = getattr(module, "DIAGNOSES", {})
+  for check_id, value in diagnoses.items():
+    try:
+      report_lib.diagnosis(**value)
+    except (TypeError, ValueError) as e:
+      raise TypeError(f"DIAGNOSES[{check_id!r}] of {module.__name__} is not a"
+                      f" harness.diagnosis(...): {e}") from None
   return {"paper": module.PAPER, "claim": module.CLAIM,
-          "units": dict(getattr(module, "UNITS", {}))}
+          "units": dict(getattr(module, "UNITS", {})),
+          "diagnoses": dict(diagnoses)}
 
 
 def call_main(main: MainFn, config: ml_collections.ConfigDict,

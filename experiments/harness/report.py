@@ -57,6 +57,58 @@ def check(check_id: str, name: str, passed: bool | None, detail: str, *,
   return refuse_pass_on_nan(out, values)
 
 
+DIAGNOSIS_KINDS = ("scale", "reconstruction", "method", "bug")
+
+
+def diagnosis(kind: str, evidence: str, artefacts: Iterable[str] = ()
+              ) -> dict[str, Any]:
+  """Why a check does not pass: one of :data:`DIAGNOSIS_KINDS`, with evidence.
+
+  ``scale``: the effect needs more scale than was run (evidence: a sweep over
+  sizes and its trend); ``reconstruction``: our choice of an unpublished
+  detail differs from the paper's (which choice, the alternatives tried and
+  their numbers); ``method``: the claim does not hold in this setting (the
+  sweep or ablation showing it does not move); ``bug``: our code was wrong.
+  ``artefacts`` name the files (figures, sweep reports) that hold the
+  evidence. A binary lists its diagnoses by check id in the module constant
+  ``DIAGNOSES``; the report attaches each to its check when that check does
+  not pass.
+  """
+  if kind not in DIAGNOSIS_KINDS:
+    raise ValueError(f"kind must be one of {DIAGNOSIS_KINDS}; got {kind!r}.")
+  if not isinstance(evidence, str) or not evidence.strip():
+    raise ValueError("evidence must be a non-empty description of what shows"
+                     f" the diagnosis; got {evidence!r}.")
+  artefacts = list(artefacts)
+  if not all(isinstance(a, str) and a for a in artefacts):
+    raise TypeError(f"artefacts must be file names; got {artefacts!r}.")
+  return {"kind": kind, "evidence": evidence, "artefacts": artefacts}
+
+
+def attach_diagnoses(checks: Sequence[Mapping[str, Any]],
+                     diagnoses: Mapping[str, Mapping[str, Any]]
+                     ) -> tuple[list[dict[str, Any]], list[str]]:
+  """``checks`` with each diagnosis on its check when it does not pass.
+
+  Returns the checks and notes: a diagnosis whose check passed is not shown
+  (the note says so), and one naming no check is reported.
+  """
+  ids = {c["id"] for c in checks}
+  notes = [f"diagnosis {i!r} names no check of this run" for i in diagnoses
+           if i not in ids]
+  out = []
+  for c in checks:
+    c = dict(c)
+    if c["id"] in diagnoses:
+      if c["passed"] is True:
+        notes.append(f"{c['id']} passed: its diagnosis"
+                     f" ({diagnoses[c['id']]['kind']}) is not shown")
+      else:
+        c["diagnosis"] = dict(diagnoses[c["id"]])
+    out.append(c)
+  return out, notes
+
+
 _NAN_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_])[-+]?nan(?![A-Za-z0-9_])",
                           re.IGNORECASE)
 
@@ -173,9 +225,13 @@ def make_report(*, name: str, config: ml_collections.ConfigDict,
                 checks: list[dict[str, Any]], figures: Iterable[str | None],
                 notes: Iterable[str] = (),
                 invocations: Sequence[Mapping[str, Any]] = (),
-                extra_run_data: Mapping[str, Any] | None = None
+                extra_run_data: Mapping[str, Any] | None = None,
+                diagnoses: Mapping[str, Mapping[str, Any]] | None = None,
                 ) -> dict[str, Any]:
   """Builds the report dict (see the module docstring for its blocks).
+
+  ``diagnoses`` (check id -> :func:`diagnosis`) are attached to the checks
+  that do not pass (:func:`attach_diagnoses`).
 
   ``invocations`` lists every invocation that ran in the workdir (its
   ``git_commit``, ``started`` and ``wall_time_s``), oldest first: a resumed
@@ -184,7 +240,9 @@ def make_report(*, name: str, config: ml_collections.ConfigDict,
   ids = [c["id"] for c in checks]
   if len(set(ids)) != len(ids):
     raise ValueError(f"check ids must be unique; got {ids}.")
-  checks = [refuse_pass_on_nan(dict(c)) for c in checks]
+  checks, diagnosis_notes = attach_diagnoses(
+      [refuse_pass_on_nan(dict(c)) for c in checks], diagnoses or {})
+  notes = [*notes, *diagnosis_notes]
   report = {
       "schema": "jaxpapers.report/2",
       "benchmark_metadata": {
@@ -253,7 +311,17 @@ def render_markdown(report: Mapping[str, Any]) -> str:
   ]
   lines += [f"| `{c['id']}` | {c['name']} | {VERDICTS[c['passed']]}"
             + (" (machine-dependent)" if c.get("machine_dependent") else "")
+            + (f" ({c['diagnosis']['kind']})" if "diagnosis" in c else "")
             + f" | {c['detail']} |" for c in checks]
+  diagnosed = [c for c in checks if "diagnosis" in c]
+  if diagnosed:
+    lines += ["", "### Why these checks do not pass", ""]
+    lines += [f"- `{c['id']}` ({VERDICTS[c['passed']]}), **"
+              f"{c['diagnosis']['kind']}**: {c['diagnosis']['evidence']}"
+              + (" Evidence: " + ", ".join(
+                  f"[{a}]({a})" for a in c["diagnosis"]["artefacts"]) + "."
+                 if c["diagnosis"]["artefacts"] else "")
+              for c in diagnosed]
   if any(c.get("machine_dependent") for c in checks):
     lines += ["", "Machine-dependent checks are decided by wall-clock timings"
               " measured in this run (alternating rounds; INCONCLUSIVE when"

@@ -173,7 +173,8 @@ class Workdir:
     self._lock_file = None
     self._job = _JobProgress()
     self.invocations: list[dict[str, Any]] = []
-    # The binary's module-level report metadata (PAPER, CLAIM, UNITS), which
+    # The binary's module-level report metadata (PAPER, CLAIM, UNITS,
+    # DIAGNOSES), which
     # harness.run reads; write_report fills the report with it.
     self.metadata: dict[str, Any] = {}
     if self.is_writer:
@@ -436,7 +437,8 @@ class Workdir:
                    **report_fields: Any) -> dict[str, Any]:
     """Builds (:func:`report.make_report`) and writes ``report.json`` and ``report.md``.
 
-    ``paper`` and ``claim`` default to the binary's ``PAPER`` and ``CLAIM``;
+    ``paper``, ``claim`` and ``diagnoses`` default to the binary's ``PAPER``,
+    ``CLAIM`` and ``DIAGNOSES``;
     a result row without a unit takes its metric's from ``UNITS``.
 
     ``markdown_appendix`` (e.g. an experiment-specific table) is added at the
@@ -444,7 +446,8 @@ class Workdir:
     """
     wall_time_s = time.time() - self.started
     report_fields = {**{k: v for k, v in self.metadata.items()
-                        if k in ("paper", "claim")}, **report_fields}
+                        if k in ("paper", "claim", "diagnoses")},
+                     **report_fields}
     units = self.metadata.get("units", {})
     report_fields["results"] = [
         {**row, "unit": units[row["metric"]]}

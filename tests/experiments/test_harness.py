@@ -600,3 +600,37 @@ def test_a_binary_without_paper_or_claim_is_refused_at_start():
   from experiments.harness import cli  # pylint: disable=g-import-not-at-top
   with pytest.raises(TypeError, match="must define PAPER and CLAIM"):
     cli.report_metadata(test_a_sweep_runs_every_cell_and_seed_and_summarises_over_seeds)
+
+
+def test_a_diagnosis_is_attached_to_its_failing_check_and_rendered(workdir):
+  why = harness.diagnosis("scale", "the gap shrinks with steps.", ["s.png"])
+  report = workdir.write_report(
+      paper={"title": "T", "authors": "A", "url": "u"}, claim="c",
+      dataset={"name": "d", "provenance": "p"}, model={"num_params": 3},
+      seeds=[0], results=[], paper_results=[],
+      checks=[harness.check("gap", "gap", False, "0.1"),
+              harness.check("ok", "ok", True, "fine")], figures=[],
+      diagnoses={"gap": why, "ok": why, "gone": why})
+  checks = {c["id"]: c for c in report["run_data"]["checks"]}
+  assert checks["gap"]["diagnosis"] == why
+  assert "diagnosis" not in checks["ok"]
+  assert report["run_data"]["notes"] == [
+      "diagnosis 'gone' names no check of this run",
+      "ok passed: its diagnosis (scale) is not shown"]
+  with open(os.path.join(workdir.path, "report.md")) as f:
+    text = f.read()
+  assert "| `gap` | gap | FAIL (scale) | 0.1 |" in text
+  assert ("- `gap` (FAIL), **scale**: the gap shrinks with steps. Evidence:"
+          " [s.png](s.png).") in text
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"kind": "luck", "evidence": "x"}, ValueError, "kind must be one of"),
+    ({"kind": "scale", "evidence": " "}, ValueError, "evidence must be"),
+    ({"kind": "bug", "evidence": "x", "artefacts": [3]}, TypeError,
+     "artefacts must be file names"),
+])
+def test_a_diagnosis_names_a_known_kind_and_its_evidence(kwargs, error,
+                                                         message):
+  with pytest.raises(error, match=message):
+    harness.diagnosis(**kwargs)
