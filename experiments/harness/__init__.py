@@ -17,6 +17,7 @@ the harness owns the rest::
 
 See :mod:`experiments.harness.cli` (flags, help, the final line),
 :mod:`experiments.harness.sweep` (a grid of settings x seeds, cell by cell),
+:mod:`experiments.harness.plots` (a mean +- s.e. band, bars with error bars),
 :mod:`experiments.harness.workdir` (integrity, the training loop, cached
 stages), :mod:`experiments.harness.report` (checks, results, the report)
 and :mod:`experiments.harness.stats` (mean +- s.e., the verdict on an effect, timing ratios).
@@ -31,11 +32,13 @@ from experiments.harness.report import check
 from experiments.harness.report import config_hash
 from experiments.harness.report import diagnosis
 from experiments.harness.report import make_report
+from experiments.harness.report import markdown_table
 from experiments.harness.report import paper_result
 from experiments.harness.report import refuse_pass_on_nan
 from experiments.harness.report import render_markdown
 from experiments.harness.report import result
 from experiments.harness.report import StaticConfig
+from experiments.harness.report import timing_check
 from experiments.harness.report import results_of
 from experiments.harness.stats import at_least
 from experiments.harness.stats import at_most
@@ -45,6 +48,8 @@ from experiments.harness.stats import mean_se_curve
 from experiments.harness.stats import over_seeds
 from experiments.harness.stats import paired_difference
 from experiments.harness.stats import paired_ratio
+from experiments.harness.plots import band
+from experiments.harness.plots import bars
 from experiments.harness.sweep import Run
 from experiments.harness.sweep import SweepResult
 from experiments.harness.workdir import Chunk

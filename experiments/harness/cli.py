@@ -26,6 +26,7 @@ metrics, figures and reports; every process takes part in checkpoints.
 
 import difflib
 import functools
+import importlib
 import importlib.util
 import json
 import logging as pylogging
@@ -77,19 +78,25 @@ ValidateFn = Callable[[ml_collections.ConfigDict], None]
 
 
 def run(main: MainFn, *, name: str,
-        fields: Mapping[str, config_common.Range],
+        fields: Mapping[str, config_common.Range] | None = None,
         validate: ValidateFn | None = None) -> None:
   """Parses flags, validates the config, starts JAX and calls ``main``.
 
   ``fields`` maps every dotted config field to its
   :class:`experiments.configs.common.Range` (the config module's ``FIELDS``);
   ``validate(config)``, run after the ranges hold, raises ``ValueError`` for
-  relations between fields the binary cannot run. Both are checked before
+  relations between fields the binary cannot run. Without ``fields``, both
+  come from ``experiments/configs/<name>.py`` (``FIELDS`` and its optional
+  ``validate``). Both are checked before
   anything is computed or written into the workdir; a failure is a usage
   error (exit 2). A workdir that cannot be used (a file, not writable,
   damaged) is ``error:`` and exit 1, also when ``main`` finds it damaged.
   """
   metadata = report_metadata(main)
+  if fields is None:  # the binary's own config module declares both
+    config_module = importlib.import_module(f"experiments.configs.{name}")
+    fields = config_module.FIELDS
+    validate = getattr(config_module, "validate", None)
   if any(arg in ("-h", "--help", "-?") for arg in sys.argv[1:]):
     print(help_text(name, sys.argv, fields))
     sys.exit(0)
@@ -240,22 +247,26 @@ def _run_main(main: MainFn, name: str,
 
 
 def report_metadata(main: MainFn) -> dict[str, Any]:
-  """The module-level ``PAPER``, ``CLAIM`` and (optional) ``UNITS`` and ``DIAGNOSES`` of ``main``'s binary."""
+  """The report constants of ``main``'s module (``PAPER`` and ``CLAIM`` required).
+
+  See :data:`experiments.harness.workdir.REPORT_CONSTANTS`; ``UNITS`` maps
+  metrics to the unit of their result rows.
+  """
   module = sys.modules[main.__module__]
   missing = [n for n in ("PAPER", "CLAIM") if not hasattr(module, n)]
   if missing:
     raise TypeError(f"binary {module.__name__} must define {' and '.join(missing)}"
                     " at module level: the report's paper and claim.")
-  diagnoses = getattr(module, "DIAGNOSES", {})
-  for check_id, value in diagnoses.items():
+  for check_id, value in getattr(module, "DIAGNOSES", {}).items():
     try:
       report_lib.diagnosis(**value)
     except (TypeError, ValueError) as e:
       raise TypeError(f"DIAGNOSES[{check_id!r}] of {module.__name__} is not a"
                       f" harness.diagnosis(...): {e}") from None
-  return {"paper": module.PAPER, "claim": module.CLAIM,
-          "units": dict(getattr(module, "UNITS", {})),
-          "diagnoses": dict(diagnoses)}
+  return {"units": dict(getattr(module, "UNITS", {})),
+          **{field: getattr(module, constant)
+             for constant, field in workdir_lib.REPORT_CONSTANTS.items()
+             if hasattr(module, constant)}}
 
 
 def call_main(main: MainFn, config: ml_collections.ConfigDict,

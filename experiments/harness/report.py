@@ -21,6 +21,7 @@ import ml_collections
 import numpy as np
 
 from experiments.harness import card as card_lib
+from experiments.harness import stats
 from jaxpapers import evalcards
 
 PACKAGES = ("jaxpapers", "jax", "jaxlib", "flax", "optax", "chex",
@@ -55,6 +56,28 @@ def check(check_id: str, name: str, passed: bool | None, detail: str, *,
   if machine_dependent:
     out["machine_dependent"] = True
   return refuse_pass_on_nan(out, values)
+
+
+def timing_check(check_id: str, name: str, ratio: Mapping[str, float], *,
+                 at_most: float | None = None, at_least: float | None = None,
+                 what: str = "") -> dict[str, Any]:
+  """A machine-dependent check of a paired timing ratio against one bound.
+
+  ``ratio`` is :func:`jaxpapers.profiling.paired_ratio`'s summary; the
+  verdict is :func:`stats.at_most` or :func:`stats.at_least` of it (None,
+  INCONCLUSIVE, when the bound lies inside its 10-90% spread); the detail
+  reads ``<what>1.23x (10-90%: 1.1-1.4, 9 rounds) vs bound <= 2``.
+  """
+  if (at_most is None) == (at_least is None):
+    raise ValueError("a timing check needs exactly one of at_most, at_least.")
+  bound = at_most if at_least is None else at_least
+  passed = (stats.at_most(ratio, at_most) if at_least is None
+            else stats.at_least(ratio, at_least))
+  detail = (f"{what}{ratio['ratio']:.3g}x (10-90%: {ratio['low']:.3g}-"
+            f"{ratio['high']:.3g}, {ratio['rounds']} rounds) vs bound"
+            f" {'<=' if at_least is None else '>='} {bound:g}")
+  return check(check_id, name, passed, detail, values=ratio,
+               machine_dependent=True)
 
 
 DIAGNOSIS_KINDS = ("scale", "reconstruction", "method", "bug")
@@ -280,6 +303,15 @@ def make_report(*, name: str, config: ml_collections.ConfigDict,
   report["evaluation_card"] = card_lib.build(
       report, str(int(datetime.datetime.now(datetime.timezone.utc).timestamp())))
   return report
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]
+                   ) -> list[str]:
+  """The lines of a Markdown table; numbers in cells are shown with :func:`fmt`."""
+  cell = lambda v: v if isinstance(v, str) else fmt(v)
+  return ["| " + " | ".join(header) + " |",
+          "|" + "---|" * len(header)] + [
+              "| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:

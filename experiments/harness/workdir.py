@@ -20,6 +20,7 @@ What a workdir reports is what its config computed:
   computed them.
 """
 
+import contextlib
 import datetime
 import fcntl
 import hashlib
@@ -29,7 +30,7 @@ import os
 import shutil
 import socket
 import time
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from absl import logging
 import jax
@@ -47,6 +48,12 @@ try:
   import tensorboardX  # pylint: disable=g-import-not-at-top
 except ImportError:  # the optional ``tensorboard`` extra
   tensorboardX = None
+
+
+# The binary's module constants that are report fields (constant -> field).
+REPORT_CONSTANTS = {"PAPER": "paper", "CLAIM": "claim",
+                    "PAPER_RESULTS": "paper_results", "NOTES": "notes",
+                    "DIAGNOSES": "diagnoses"}
 
 
 class WorkdirError(RuntimeError):
@@ -169,6 +176,7 @@ class Workdir:
     self.is_writer = jax.process_index() == 0
     self.started = time.time()
     self.report_paths: list[str] = []
+    self.figures: list[str] = []  # saved so far; the report's by default
     self.checks: list[dict[str, Any]] = []
     self._lock_file = None
     self._job = _JobProgress()
@@ -403,6 +411,24 @@ class Workdir:
 
   # --------------------------------------------------------------- output --
 
+  @contextlib.contextmanager
+  def figure(self, name: str, *, title: str | None = None, rows: int = 1,
+             cols: int = 1, size: tuple[float, float] = (4.0, 3.0),
+             legend: bool = True, **subplots_kwargs: Any) -> Iterator[Any]:
+    """``with workdir.figure(name, title=...) as axes:`` draws into ``axes[rows, cols]``.
+
+    On leaving the block the figure is saved (:meth:`save_figure`) and
+    listed among the report's figures.
+    """
+    fig, axes = panels(rows, cols, size=size, **subplots_kwargs)
+    try:
+      yield axes
+    except BaseException:
+      import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+      plt.close(fig)
+      raise
+    self.save_figure(fig, name, title=title, legend=legend)
+
   def save_figure(self, fig: Any, name: str, *, title: str | None = None,
                   legend: bool = True) -> str | None:
     """Saves a figure as ``<workdir>/<name>.png`` (process 0) and closes it.
@@ -431,22 +457,28 @@ class Workdir:
       fig.savefig(path, dpi=120, bbox_inches="tight")
     import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
     plt.close(fig)
+    if path not in self.figures:
+      self.figures.append(path)
     return path if self.is_writer else None
 
   def write_report(self, *, markdown_appendix: str = "",
                    **report_fields: Any) -> dict[str, Any]:
     """Builds (:func:`report.make_report`) and writes ``report.json`` and ``report.md``.
 
-    ``paper``, ``claim`` and ``diagnoses`` default to the binary's ``PAPER``,
-    ``CLAIM`` and ``DIAGNOSES``;
+    Every field the binary declares as a module constant
+    (:data:`REPORT_CONSTANTS`: ``PAPER``, ``CLAIM``, ``PAPER_RESULTS``,
+    ``NOTES``, ``DIAGNOSES``) defaults to it; ``figures`` to those saved so
+    far, ``seeds`` to ``config.seeds``;
     a result row without a unit takes its metric's from ``UNITS``.
 
     ``markdown_appendix`` (e.g. an experiment-specific table) is added at the
     end of ``report.md``. Only process 0 writes; every process gets the dict.
     """
     wall_time_s = time.time() - self.started
-    report_fields = {**{k: v for k, v in self.metadata.items()
-                        if k in ("paper", "claim", "diagnoses")},
+    defaults = {"figures": self.figures,
+                "seeds": list(self.config.get("seeds", ()))}
+    report_fields = {**defaults, **{k: v for k, v in self.metadata.items()
+                                    if k in REPORT_CONSTANTS.values()},
                      **report_fields}
     units = self.metadata.get("units", {})
     report_fields["results"] = [

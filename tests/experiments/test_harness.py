@@ -634,3 +634,49 @@ def test_a_diagnosis_names_a_known_kind_and_its_evidence(kwargs, error,
                                                          message):
   with pytest.raises(error, match=message):
     harness.diagnosis(**kwargs)
+
+
+def test_a_figure_block_saves_and_lists_its_figure_with_bands_and_bars(
+    workdir):
+  with workdir.figure("curves", title="t", cols=2) as axes:
+    line = harness.band(axes[0, 0], [1, 2, 3], [1.0, 2.0, 3.0],
+                        [0.1, None, 0.3], label="a")
+    harness.bars(axes[0, 1], ["x", "y"], [1.0, 2.0], [0.5, None], ylabel="v")
+    band = np.concatenate([p.vertices for p in
+                           axes[0, 0].collections[0].get_paths()])
+  assert line.get_label() == "a"
+  assert band[:, 1].max() == pytest.approx(3.3)  # mean + se at the last point
+  assert band[:, 1].min() == pytest.approx(0.9)
+  path = os.path.join(workdir.path, "curves.png")
+  assert workdir.figures == [path]
+  with open(path, "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  report = workdir.write_report(
+      paper={"title": "T", "authors": "A", "url": "u"}, claim="c",
+      dataset={"name": "d", "provenance": "p"}, model={}, results=[],
+      paper_results=[], checks=[harness.check("x", "x", True, "ok")])
+  assert report["run_data"]["figures"] == ["curves.png"]
+  assert report["run_data"]["seeds"] == []  # the toy config has no seeds
+
+
+@pytest.mark.parametrize("bounds, passed, shown", [
+    ({"at_most": 2.0}, True, "vs bound <= 2"),
+    ({"at_most": 1.2}, None, "vs bound <= 1.2"),
+    ({"at_least": 1.5}, False, "vs bound >= 1.5"),
+])
+def test_a_timing_check_is_machine_dependent_and_judged_on_its_spread(
+    bounds, passed, shown):
+  ratio = {"ratio": 1.2, "low": 1.1, "high": 1.3, "rounds": 9}
+  got = harness.timing_check("t", "t", ratio, what="a/b = ", **bounds)
+  assert got["passed"] is passed and got["machine_dependent"] is True
+  assert got["detail"] == f"a/b = 1.2x (10-90%: 1.1-1.3, 9 rounds) {shown}"
+
+
+def test_a_timing_check_needs_exactly_one_bound():
+  with pytest.raises(ValueError, match="exactly one of at_most, at_least"):
+    harness.timing_check("t", "t", {}, at_most=1.0, at_least=1.0)
+
+
+def test_a_markdown_table_formats_numbers_and_keeps_text():
+  assert harness.markdown_table(["a", "b"], [["x", 1.234567], ["y", None]]) == [
+      "| a | b |", "|---|---|", "| x | 1.235 |", "| y |  |"]
