@@ -26,8 +26,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import benchmarks
-from experiments import wasserstein
-from experiments.configs import wasserstein as wasserstein_config
 from jaxpapers import matching
 from jaxpapers import profiling
 
@@ -47,14 +45,13 @@ TINY = Sizes(size=16, dims=(2,), block=16, rounds=1, repeats=1)
 
 
 def _setup(dim, sizes):
-  config = wasserstein_config.get_config()
   # One block: the stream's first block is drawn first, so it is the same
-  # as in the experiment's longer stream.
-  config.checkpoint_every = config.num_ops = sizes.block
-  points_a, points_b, ops = wasserstein.make_stream(config, "uniform", dim,
-                                                    sizes.size, seed=dim)
+  # as in a longer stream of the same seed (the experiment's clusters: 8).
+  points_a, points_b, ops = matching.make_stream(
+      dim, "uniform", dim, sizes.size, num_ops=sizes.block, block=sizes.block,
+      num_clusters=8)
   tree = matching.ShiftedQuadtree(
-      dim=dim, capacity=wasserstein.capacity_of(config, sizes.size), p=1)
+      dim=dim, capacity=matching.stream_capacity(sizes.size, sizes.block), p=1)
   state = tree.build(jax.random.key(0), points_a, points_b)
   block = matching.Operations(*(jnp.asarray(x[0]) for x in ops))
   return tree, state, block, points_a, points_b

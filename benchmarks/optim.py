@@ -44,7 +44,6 @@ import optax
 
 import benchmarks
 from jaxpapers import profiling
-from experiments import lm
 from jaxpapers import models
 from jaxpapers import optim
 
@@ -106,7 +105,7 @@ def _update_step(tx):
   return step
 
 
-def _train_step(tx, model: lm.LanguageModel):
+def _train_step(tx, model: models.LanguageModel):
   @jax.jit
   def step(params, state, windows):
     grads = jax.grad(lambda p: model.loss(p, windows)[0])(params)
@@ -231,7 +230,7 @@ def main(tiny: bool = False):
   print(f"extra state: {extra / _nbytes(params):.6f} parameter-sized buffers"
         f" (+{extra - _nbytes(params)} bytes of scalars; goal 1)")
 
-  model = lm.LanguageModel(sizes.lm)
+  model = models.LanguageModel(sizes.lm)
   params = model.init(0)
   windows = jax.random.randint(jax.random.key(1),
                                (sizes.lm_batch, sizes.lm.max_len + 1), 0,

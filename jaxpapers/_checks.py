@@ -10,6 +10,7 @@ import math
 import operator
 from typing import Any
 
+from flax import nnx
 import jax
 import numpy as np
 
@@ -128,3 +129,13 @@ def check_real_array(name: str, value, *, low: float | None = None) -> None:
                                         and np.any(array < low)):
     bound = "be finite" if low is None else f"be >= {low:g} and finite"
     raise ValueError(f"{name} must {bound}; got {array}.")
+
+
+def check_nnx_train_state(state: Any, graphdef: Any) -> None:
+  """A ``(params, opt_state)`` pair and the ``nnx.GraphDef`` of its model."""
+  if not isinstance(state, tuple) or len(state) != 2:
+    raise TypeError(f"state must be a (params, opt_state) pair; got"
+                    f" {type(state).__name__}.")
+  if not isinstance(graphdef, nnx.GraphDef):
+    raise TypeError(f"graphdef must be an nnx.GraphDef; got"
+                    f" {type(graphdef).__name__}.")

@@ -132,3 +132,15 @@ def test_check_flag_and_check_real_array():
     _checks.check_real_array("a", np.array([True]))
   jax.make_jaxpr(lambda a: _checks.check_real_array("a", a, low=0.0))(
       -jnp.ones(2))
+
+
+def test_check_nnx_train_state_names_the_state_or_the_graphdef():
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  graphdef, params = nnx.split(nnx.Linear(2, 2, rngs=nnx.Rngs(0)))
+  _checks.check_nnx_train_state((params, ()), graphdef)
+  with pytest.raises(TypeError, match=r"state must be a \(params, opt_state\)"
+                     r" pair; got dict"):
+    _checks.check_nnx_train_state({}, graphdef)
+  with pytest.raises(TypeError, match="graphdef must be an nnx.GraphDef; got"
+                     " State"):
+    _checks.check_nnx_train_state((params, ()), params)

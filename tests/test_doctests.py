@@ -22,7 +22,9 @@ _SLOW = {"jaxpapers.amr.native", "jaxpapers.nesy.em", "jaxpapers.var.editing",
          "jaxpapers.saddle.robust_regression", "jaxpapers.var.bitedit",
          "jaxpapers.saddle.decoupled", "jaxpapers.nesy.addition",
          "jaxpapers.graph.emc", "jaxpapers.moe.routing",
-         "jaxpapers.routing.lehd"}
+         "jaxpapers.routing.lehd", "jaxpapers.amr.training",
+         "jaxpapers.moe.training", "jaxpapers.moe.evaluation",
+         "jaxpapers.nesy.training"}
 
 
 @pytest.mark.parametrize("name", [

@@ -18,6 +18,7 @@ of the grid is run with and without ResEdit's mask; 3 seeds.
 import ml_collections
 
 from experiments.configs import common
+from jaxpapers.var import bitedit
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -83,3 +84,15 @@ FIELDS = {
     "ablation_epsilon": common.POSITIVE,
     "num_examples": common.COUNT,
 }
+
+
+def validate(config):
+  """Relations between fields; each field's range is in ``FIELDS``."""
+  if config.strengths[0] != 0:
+    raise ValueError(f"strengths must start at 0; got {config.strengths}.")
+  if sorted(config.trust_modes) != sorted(bitedit.TRUST_MODES):
+    raise ValueError(f"trust_modes must be {bitedit.TRUST_MODES} (the checks"
+                     f" use both); got {config.trust_modes}.")
+  if config.num_examples > config.num_images:
+    raise ValueError(f"num_examples must be <= num_images"
+                     f"={config.num_images}; got {config.num_examples}.")

@@ -18,6 +18,7 @@ DQ-DETR's buckets (per image and batch-max) and an oracle on the true count.
 import ml_collections
 
 from experiments.configs import common
+from jaxpapers import detection
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -90,3 +91,16 @@ FIELDS = {
     "recall_tolerance": common.FRACTION,
     "half_budget_bound": common.real(0, low_open=True),
 }
+
+
+def validate(config):
+  """Relations between fields; each field's range is in ``FIELDS``."""
+  if config.data.num_eval_images % config.data.chunk:
+    raise ValueError(f"num_eval_images={config.data.num_eval_images} must be"
+                     f" a multiple of chunk={config.data.chunk}.")
+  if config.data.chunk % config.dq_detr.batch_size:
+    raise ValueError(f"chunk={config.data.chunk} must be a multiple of"
+                     f" dq_detr.batch_size={config.dq_detr.batch_size}.")
+  if config.data.image_size % config.stride:
+    raise ValueError(f"image_size must be a multiple of stride={config.stride}.")
+  detection.butr(**config.butr)  # refuses bad hyperparameters by name

@@ -18,6 +18,7 @@ weight decay 5e-4, batch 16), 3 seeds per order (``docs/daf.md``).
 import ml_collections
 
 from experiments.configs import common
+from jaxpapers import continual
 
 METHODS = ("last_adapter", "uniform_merge", "single_beta", "two_coef",
            "per_layer", "two_coef_first_task", "sequential", "joint")
@@ -83,3 +84,15 @@ FIELDS = {
     "rho": common.NONNEGATIVE,
     "methods": common.NAMES,
 }
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Relations between fields the binary cannot run (after the ranges hold)."""
+  if not set(config.methods) <= set(METHODS):
+    raise ValueError(f"methods {config.methods}: known are {sorted(METHODS)}.")
+  if config.data.num_tasks * config.data.classes_per_task != 10:
+    raise ValueError("data.num_tasks x data.classes_per_task must be 10 (the"
+                     f" digits); got {config.data.num_tasks} x"
+                     f" {config.data.classes_per_task}.")
+  continual.TaskTraining(**config.training.to_dict())
+  continual.FusionConfig(rho=config.rho)

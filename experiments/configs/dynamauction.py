@@ -20,7 +20,16 @@ import ml_collections
 from experiments.configs import common
 
 FORMATS = ("second", "first")
-EFFECTS = ("saturation_recency", "saturation", "none", "count")
+# The environment's carry-over effects of each setting ``<format>_<effects>``
+# (keyword arguments of jaxpapers.auctions.environment.EnvParams).
+EFFECTS = {
+    "saturation_recency": {},
+    "saturation": {"recency": False},
+    "none": {"saturation": False, "recency": False},
+    # The DP oracle's setting: count-only saturation, stationary.
+    "count": {"saturation_measure": "count", "recency": False,
+              "intensity_amplitude": 0.0, "competing_log_amplitude": 0.0},
+}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

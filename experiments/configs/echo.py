@@ -128,3 +128,19 @@ FIELDS = {
     "warm_start.learning_rate": common.POSITIVE,
     "warm_start.steps": common.NONNEGATIVE_INT,
 }
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Known variants, evaluations on the last step, a feasible task length."""
+  unknown = set(config.variants) - set(VARIANTS)
+  if unknown:
+    raise ValueError(f"variants {sorted(unknown)} unknown; known are"
+                     f" {sorted(VARIANTS)}.")
+  if config.rl.steps % config.eval.every:
+    raise ValueError(f"rl.steps={config.rl.steps} must be a multiple of"
+                     f" eval.every={config.eval.every}.")
+  env = config.env
+  if not env.min_commands <= env.max_commands <= env.num_turns:
+    raise ValueError(
+        "env needs min_commands <= max_commands <= num_turns; got"
+        f" {env.min_commands}, {env.max_commands}, {env.num_turns}.")

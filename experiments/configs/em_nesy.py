@@ -22,6 +22,7 @@ the carry chain vs EM by enumeration of the 100^N worlds.
 import ml_collections
 
 from experiments.configs import common
+from jaxpapers import nesy
 
 METHODS = ("semantic", "em_exact", "em_rejection", "em_hard", "em_stochastic",
            "reinforce")
@@ -94,3 +95,13 @@ FIELDS = {
     "reinforce_samples": common.COUNT,
     "timing_rounds": common.COUNT,
 }
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raises ``ValueError`` for an unknown method or fewer training sums than a batch."""
+  known = set(config.methods) | set(config.exact_methods)
+  if not known <= set(nesy.METHODS):
+    raise ValueError(f"methods {sorted(known)}: known are {nesy.METHODS}.")
+  if config.train_sums < config.batch_size:
+    raise ValueError(f"train_sums={config.train_sums} must be >= batch_size"
+                     f"={config.batch_size}.")

@@ -123,3 +123,14 @@ FIELDS = {
     "ema.on_fraction": common.FRACTION,
     "ema.rest_fraction": common.FRACTION,
 }
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Evaluations fall on checkpoints and the end; validation fills batches."""
+  for field in ("num_steps", "checkpoint_every"):
+    if config[field] % config.eval_every:
+      raise ValueError(f"{field}={config[field]} must be a multiple of"
+                       f" eval_every={config.eval_every}.")
+  if config.data.valid_windows % config.batch_size:
+    raise ValueError(f"data.valid_windows={config.data.valid_windows} must be"
+                     f" a multiple of batch_size={config.batch_size}.")

@@ -118,3 +118,9 @@ FIELDS = {
     "pad_multiple": common.COUNT,
     "timing_rounds": common.COUNT,
 }
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Relations between fields the binary cannot run (after the ranges hold)."""
+  if not set(config.methods) <= set(METHODS):
+    raise ValueError(f"methods {config.methods}: known are {sorted(METHODS)}.")

@@ -25,6 +25,7 @@ compared with the full models (and with random subsets of the same size).
 import ml_collections
 
 from experiments.configs import common
+from jaxpapers import moe
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -129,3 +130,30 @@ FIELDS = {
     "eval.fractions": common.sequence(common.real(0, 1, low_open=True)),
     "eval.random_subsets": common.FLAG,
 }
+
+
+def moe_config(config, kind: str) -> moe.MoEConfig:
+  """The MoE layer's config of model ``kind`` (refuses bad hyperparameters by name)."""
+  m = config.model
+  return moe.MoEConfig(
+      num_experts=m.num_experts, k=m.k, d_hidden=m.d_hidden,
+      routing="emo" if kind == "emo" else "topk",
+      pool_size=(m.pool_low, m.num_experts),
+      grouped_matmul=m.grouped_matmul, block_size=m.block_size)
+
+
+def validate(config):
+  """Refuses relations between fields the binary cannot run (a ValueError, by name)."""
+  for failed, problem in [
+      (sorted(config.models) != ["emo", "standard"], f"models={config.models}:"
+       " the claim compares exactly 'standard' and 'emo'"),
+      (config.checkpoint_every % config.log_every, "checkpoint_every="
+       f"{config.checkpoint_every} must be a multiple of log_every="
+       f"{config.log_every}"),
+      (config.data.min_chars > config.data.max_chars, "data.min_chars="
+       f"{config.data.min_chars} exceeds data.max_chars="
+       f"{config.data.max_chars}")]:
+    if failed:
+      raise ValueError(problem + ".")
+  for kind in config.models:
+    moe_config(config, kind)  # k, the EMO pool and the matmul, by name

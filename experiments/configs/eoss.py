@@ -93,3 +93,14 @@ FIELDS = {
     "measure.lanczos_iters": common.COUNT,
     "measure.lanczos_tol": common.POSITIVE,
 }
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raises ``ValueError`` for batch sizes or step counts the binary cannot run."""
+  if max(config.batch_sizes) > config.data.num_examples:
+    raise ValueError(f"batch_sizes={config.batch_sizes} must not exceed data.num_examples="
+                     f"{config.data.num_examples} (0 is the full batch).")
+  for field in ("num_steps", "full_batch_num_steps", "checkpoint_every"):
+    if config[field] % config.measure_every:
+      raise ValueError(f"{field}={config[field]} must be a multiple of"
+                       f" measure_every={config.measure_every}.")

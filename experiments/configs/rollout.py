@@ -117,3 +117,12 @@ FIELDS = {
     "checkpoint_every": common.COUNT,
     "vpt_threshold": common.POSITIVE,
 }
+
+
+def validate(config):
+  """Training runs in jitted chunks of ``log_every`` steps."""
+  steps, every = config.train.num_steps, config.checkpoint_every
+  if steps % config.log_every or every % config.log_every:
+    raise ValueError(
+        "train.num_steps and checkpoint_every must be multiples of log_every"
+        f" (the training chunk); got {steps}, {every}, {config.log_every}.")

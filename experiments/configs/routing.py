@@ -27,6 +27,7 @@ the default trains 600 steps (154k partial paths, about 3 epochs).
 import ml_collections
 
 from experiments.configs import common
+from jaxpapers.routing import lehd
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -101,3 +102,26 @@ FIELDS = {
     "block_steps": common.COUNT,
     "eval_blocks": common.sequence(common.COUNT, increasing=True),
 }
+
+
+def model_grid(config) -> dict[str, lehd.HeavyDecoderConfig]:
+  """Every model of the run, by name (``D<width>xL<layers>``, ``LEHD``)."""
+  depth, layers = config.depth_width, config.width_layers
+  grid = ({f"D{depth}xL{l}": (depth, l, 0) for l in config.depth_layers}
+          | {f"D{w}xL{layers}": (w, layers, 0) for w in config.width_widths}
+          | ({"LEHD": (depth, 6, 1)} if config.lehd_baseline else {}))
+  return {name: lehd.HeavyDecoderConfig(
+      width=w, decoder_layers=l, encoder_layers=e,
+      head_width=config.head_width) for name, (w, l, e) in grid.items()}
+
+
+def validate(config):
+  grid = model_grid(config)
+  for a, b in config.matched_pairs:
+    missing = [n for n in (a, b) if n not in grid]
+    if missing:
+      raise ValueError(f"matched_pairs {(a, b)}: {missing} not among the"
+                       f" models {sorted(grid)}.")
+    if grid[a].decoder_layers == grid[b].decoder_layers:
+      raise ValueError(f"matched_pairs ({a}, {b}): equal depths compare no"
+                       " depth with width.")

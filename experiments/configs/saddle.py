@@ -33,6 +33,7 @@ and report the best; GDA uses mu / L^2; DM-SP uses its defaults (eta =
 import ml_collections
 
 from experiments.configs import common
+from jaxpapers import saddle
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -87,3 +88,11 @@ FIELDS = {
     "steps_per_chunk": common.COUNT,
     "num_records": common.integer(2),
 }
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raises ``ValueError`` for a method the binary does not know."""
+  known = {"dm_sp", *saddle.BASELINE_NAMES}
+  unknown = sorted(set(config.methods) - known)
+  if unknown:
+    raise ValueError(f"unknown methods {unknown}; known: {sorted(known)}.")

@@ -28,6 +28,7 @@ D = 64, 2 heads of 32, 4 layers, 600 AdamW steps of batch 8, 3 seeds.
 import ml_collections
 
 from experiments.configs import common
+from jaxpapers import amr
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -131,3 +132,26 @@ FIELDS = {
     "rollout.num_steps": common.COUNT,
     "rollout.short_horizon": common.COUNT,
 }
+
+
+def validate(config):
+  """Refuses relations between fields the binary cannot run (a ValueError, by name)."""
+  rollout, steps = config.rollout, config.data.num_steps
+  for failed, problem in [
+      (config.checkpoint_every % config.log_every,
+       f"checkpoint_every={config.checkpoint_every} is not a multiple of"
+       f" log_every={config.log_every}"),
+      (rollout.start + rollout.num_steps > steps,
+       f"rollout.start + rollout.num_steps = {rollout.start + rollout.num_steps}"
+       f" exceeds the trajectories' {steps} steps"),
+      (rollout.short_horizon > rollout.num_steps,
+       f"rollout.short_horizon={rollout.short_horizon} exceeds"
+       f" rollout.num_steps={rollout.num_steps}"),
+      (config.train.pushforward_steps > steps,
+       f"train.pushforward_steps={config.train.pushforward_steps} exceeds"
+       f" data.num_steps={steps}")]:
+    if failed:
+      raise ValueError(problem + ".")
+  amr.MeshConfig(**config.tree)  # tolerances, passes, bucket
+  amr.make_geometry((config.data.size,) * 2, config.tree.patch,
+                    config.tree.max_level)

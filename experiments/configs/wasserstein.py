@@ -56,3 +56,11 @@ FIELDS = {
     "cluster_scale": common.POSITIVE,
     "resolution": common.POSITIVE,
 }
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raises ``ValueError`` unless blocks split evenly (see ``make_stream``)."""
+  if config.checkpoint_every % 4 or config.num_ops % config.checkpoint_every:
+    raise ValueError(
+        "checkpoint_every must be a multiple of 4 that divides num_ops; got"
+        f" {config.checkpoint_every} and {config.num_ops}.")

@@ -31,6 +31,7 @@ from experiments.harness.cli import run
 from experiments.harness.report import check
 from experiments.harness.report import config_hash
 from experiments.harness.report import diagnosis
+from experiments.harness.report import fmt
 from experiments.harness.report import make_report
 from experiments.harness.report import markdown_table
 from experiments.harness.report import paper_result

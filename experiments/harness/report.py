@@ -431,6 +431,7 @@ def git_commit() -> str:
 
 
 def fmt(value: Any) -> str:
+  """A value for a table: a float to 4 significant digits, None as empty."""
   if value is None:
     return ""
   if isinstance(value, float):

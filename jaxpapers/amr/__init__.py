@@ -3,7 +3,8 @@
 Balanced quadtrees built under ``jit`` from dense fields, leaf tokens in
 uniform and native storage, 3-axis rotary embeddings over (x, y, scale),
 cell-space regridding, the WAMRViT (uniform and native storage) / uniform ViT
-models, their training objective and batches (:mod:`jaxpapers.amr.training`),
+models, their training objective, batches and steps
+(:mod:`jaxpapers.amr.training`),
 their inference rollouts with regridding (:mod:`jaxpapers.amr.rollout`) and
 the rollouts' per-step VRMSE on the field and the region of interest
 (:mod:`jaxpapers.amr.evaluation`).
@@ -49,6 +50,7 @@ from jaxpapers.amr.training import relative_l2
 from jaxpapers.amr.training import residual_step
 from jaxpapers.amr.training import sample_batch
 from jaxpapers.amr.training import trajectory_meshes
+from jaxpapers.amr.training import train_steps
 from jaxpapers.amr.training import TrainingBatch
 from jaxpapers.amr.vit import BackboneConfig
 from jaxpapers.amr.vit import ParallelBlock

@@ -29,16 +29,21 @@ resumed run draws the batches it would have drawn. Each sample is a frame
 ``t`` of a training trajectory, its ``K`` next frames, and for the quadtree
 models the mesh of frame ``t + K`` (training meshes from the target frame,
 our reading; :func:`trajectory_meshes`); :func:`batch_loss` scores a model on
-one, uniform-storage WAMRViT on its leaf tokens.
+one, uniform-storage WAMRViT on its leaf tokens; :func:`train_steps` runs
+optimizer steps on such batches.
 """
 
 import functools
+import math
 from typing import Any, Callable, NamedTuple
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
+from jaxpapers import _checks
 from jaxpapers import tree as tree_lib
 from jaxpapers.amr.native import NativeWAMRViT
 from jaxpapers.amr.quadtree import Quadtree
@@ -288,3 +293,98 @@ def batch_loss(model: Any, batch: TrainingBatch, pushforward_steps: int,
   return pushforward_loss(step, inputs, targets, pushforward_steps,
                           noise_key=batch.noise_key, input_noise=input_noise,
                           noise_mask=real)
+
+
+@functools.partial(jax.jit, static_argnames=(
+    "graphdef", "tx", "pushforward_steps", "input_noise"))
+def _train_step(state, batch, *, graphdef, tx, pushforward_steps, input_noise):
+  params, opt_state = state
+  def loss_fn(params):
+    return batch_loss(nnx.merge(graphdef, params), batch, pushforward_steps,
+                      input_noise)
+  loss, grads = jax.value_and_grad(loss_fn)(params)
+  updates, opt_state = tx.update(grads, opt_state, params)
+  return (optax.apply_updates(params, updates), opt_state), loss
+
+
+def train_steps(state: tuple[Any, Any], trajectories_NxTxHxWxC: np.ndarray, *,
+                graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
+                seed: int, first_step: int, num_steps: int, batch_size: int,
+                pushforward_steps: int = 1, input_noise: float = 0.0,
+                meshes: Quadtree | None = None, token_bucket: int = 1
+                ) -> tuple[tuple[Any, Any], dict[str, float]]:
+  """``num_steps`` optimizer steps of :func:`batch_loss` from ``first_step``.
+
+  Step ``s`` trains on :func:`sample_batch` ``(seed, s)`` (drawn on the
+  host), so a run resumed at any step sees the batches it would have seen.
+  One jitted step per model structure, optimizer and token bucket.
+
+  Args:
+    state: ``(params, opt_state)``: the model's ``nnx.Param`` state and
+      ``tx``'s state of it.
+    trajectories_NxTxHxWxC: the training trajectories.
+    graphdef: the model's graph (``nnx.split(model, nnx.Param)[0]``; hashable,
+      static under ``jit``).
+    tx: the optax optimizer (static under ``jit``: reuse one object across
+      runs to compile once).
+    seed: the run's seed (its batches and input noise).
+    first_step: the step of the first batch.
+    num_steps: how many steps, ``>= 1``.
+    batch_size, pushforward_steps, input_noise, meshes, token_bucket: as in
+      :func:`sample_batch` and :func:`batch_loss`; ``meshes``
+      (:func:`trajectory_meshes`) for the quadtree models, None for a
+      uniform ViT.
+
+  Returns:
+    The new ``(params, opt_state)`` and the steps' record: ``train_loss``
+    (their mean loss) and, with ``meshes``, ``train_tokens`` (the mean leaf
+    count of their batches).
+
+  Raises:
+    TypeError: ``state`` is not a ``(params, opt_state)`` pair, or
+      ``graphdef`` not an ``nnx.GraphDef``.
+    ValueError: ``num_steps`` not an int >= 1, or as :func:`sample_batch`
+      and :func:`batch_loss`.
+    FloatingPointError: the mean loss is not finite (the run diverged).
+
+  Example:
+    >>> from flax import nnx
+    >>> import numpy as np, optax
+    >>> from jaxpapers import amr
+    >>> config = amr.uniform_vit_config(4, 1, (8, 8), d_model=8,
+    ...                                 num_heads=1, num_layers=1, mlp_ratio=1)
+    >>> graphdef, params = nnx.split(
+    ...     amr.UniformViT(config, 4, rngs=nnx.Rngs(0)), nnx.Param)
+    >>> tx = optax.sgd(0.1)
+    >>> frames = np.random.default_rng(0).normal(size=(2, 3, 8, 8, 1))
+    >>> state, record = amr.train_steps(
+    ...     (params, tx.init(params)), frames.astype(np.float32),
+    ...     graphdef=graphdef, tx=tx, seed=0, first_step=0, num_steps=2,
+    ...     batch_size=2)
+    >>> sorted(record)
+    ['train_loss']
+
+  References: the authors' training loop (tonyzyl/wamrvit, ``train.py``).
+  """
+  _checks.check_nnx_train_state(state, graphdef)
+  _checks.check_int("num_steps", num_steps, 1)
+  step_fn = functools.partial(_train_step, graphdef=graphdef, tx=tx,
+                              pushforward_steps=pushforward_steps,
+                              input_noise=input_noise)
+  losses, tokens = [], []
+  for step in range(first_step, first_step + num_steps):
+    batch = sample_batch(
+        trajectories_NxTxHxWxC, seed=seed, step=step, batch_size=batch_size,
+        num_steps=pushforward_steps, meshes=meshes, token_bucket=token_bucket)
+    if meshes is not None:
+      tokens.append(float(np.mean(batch.trees.num_leaves)))
+    state, loss = step_fn(state, batch)
+    losses.append(loss)
+  record = {"train_loss": float(np.mean(jax.device_get(losses)))}
+  if tokens:
+    record["train_tokens"] = float(np.mean(tokens))
+  if not math.isfinite(record["train_loss"]):
+    raise FloatingPointError(
+        f"the loss is {record['train_loss']} over steps [{first_step},"
+        f" {first_step + num_steps}).")
+  return state, record

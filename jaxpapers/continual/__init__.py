@@ -1,4 +1,5 @@
-"""Continual learning: DAF adapter fusion, adapters, class-incremental training."""
+"""Continual learning: DAF adapter fusion, adapters, class-incremental training
+and the task sequence that learns one global adapter (:func:`learn_sequence`)."""
 
 from jaxpapers.continual.adapter import CosineClassifier
 from jaxpapers.continual.adapter import LowRankAdapter
@@ -17,3 +18,7 @@ from jaxpapers.continual.incremental import logits
 from jaxpapers.continual.incremental import predict
 from jaxpapers.continual.incremental import TaskTraining
 from jaxpapers.continual.incremental import train_task
+from jaxpapers.continual.sequence import class_order
+from jaxpapers.continual.sequence import learn_sequence
+from jaxpapers.continual.sequence import sequence_metrics
+from jaxpapers.continual.sequence import TaskRows

@@ -6,6 +6,8 @@ Preprocessing is our CPU-scale substitute for the EoSS paper's image data
 standardised (constant features become 0), one-hot targets, and optional
 symmetric label noise that replaces a fraction of labels by uniformly random
 classes (a replaced label may by chance equal the true one).
+:func:`split_digits` splits the images at random into a training and a test
+part (by default 2/3 and 1/3, EM-NeSy's split, ``docs/em_nesy.md``).
 """
 
 import numbers
@@ -90,3 +92,54 @@ def load_digits(
 def _sklearn_version() -> str:
   import sklearn  # pylint: disable=g-import-not-at-top
   return sklearn.__version__
+
+
+class DigitsSplit(NamedTuple):
+  """A train/test split of :class:`Digits` by image (numpy arrays)."""
+
+  train_x: np.ndarray  # (n_train, 64)
+  train_labels: np.ndarray  # (n_train,)
+  test_x: np.ndarray  # (n_test, 64)
+  test_labels: np.ndarray  # (n_test,)
+  provenance: str
+
+
+def split_digits(digits: Digits, *, seed: int,
+                 num_train: int | None = None) -> DigitsSplit:
+  """Splits the images at random into a training and a test part.
+
+  Args:
+    digits: the data (:func:`load_digits`).
+    seed: numpy seed of the permutation.
+    num_train: training images, in ``[1, n - 1]``; default ``2n // 3``
+      (2/3 train, 1/3 test).
+
+  Returns:
+    A :class:`DigitsSplit`: the first ``num_train`` images of a random
+    permutation train, the rest test; its provenance extends the data's.
+
+  Raises:
+    TypeError: ``digits`` is not a :class:`Digits`.
+    ValueError: ``seed`` is not an int >= 0, or ``num_train`` leaves a
+      part empty.
+
+  Example:
+    >>> split = split_digits(load_digits(num_examples=30), seed=0)
+    >>> split.train_x.shape, split.test_labels.shape
+    ((20, 64), (10,))
+  """
+  if not isinstance(digits, Digits):
+    raise TypeError(f"digits must be a Digits (load_digits); got"
+                    f" {type(digits).__name__}.")
+  check_int("seed", seed, 0)
+  total = len(digits.labels)
+  default = num_train is None
+  cut = 2 * total // 3 if default else check_int("num_train", num_train, 1,
+                                                 total - 1)
+  order = np.random.default_rng(seed).permutation(total)
+  train, test = order[:cut], order[cut:]
+  how = (f"2/3 train ({cut}), 1/3 test" if default
+         else f"{cut} train, {total - cut} test")
+  return DigitsSplit(digits.x[train], digits.labels[train], digits.x[test],
+                     digits.labels[test], digits.provenance
+                     + f"; split {how} by image (seed {seed})")

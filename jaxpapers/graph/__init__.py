@@ -10,8 +10,9 @@
 * :mod:`jaxpapers.graph.domains` -- drifting domain sequences (contextual SBM,
   digits k-NN graphs).
 * :mod:`jaxpapers.graph.tta` -- the :class:`Adapter` protocol, a method's run
-  through a sequence (:func:`~jaxpapers.graph.tta.adapt_sequence`) and the
-  accuracy-matrix metrics (average performance, forgetting).
+  through a sequence (:func:`~jaxpapers.graph.tta.adapt_sequence`), the
+  accuracy-matrix metrics (average performance, forgetting) and a run's
+  evaluation with its update costs (:func:`~jaxpapers.graph.tta.evaluate_run`).
 """
 
 from jaxpapers.graph import baselines

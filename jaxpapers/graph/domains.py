@@ -280,6 +280,34 @@ class PaddedDomains:
                    for seed, s in sequences.items()}
     self.sequences = sequences
 
+  def node_arrays(self, seed: int, field: str) -> list[np.ndarray]:
+    """A per-node ``field`` of every domain of ``sequences[seed]``, padded.
+
+    Args:
+      seed: a key of ``sequences``.
+      field: ``"labels"``, ``"train_mask"``, ``"val_mask"`` or ``"test_mask"``
+        (a :class:`Domain` field).
+
+    Returns:
+      One :meth:`node_array` per domain, in sequence order.
+
+    Raises:
+      ValueError: an unknown ``seed`` or ``field``.
+
+    Example:
+      >>> seq = csbm_sequence(num_domains=2, num_nodes=40, seed=0)
+      >>> [a.shape for a in PaddedDomains({0: seq}, 64).node_arrays(0, "labels")]
+      [(64,), (64,)]
+    """
+    if seed not in self.sequences:
+      raise ValueError(f"seed {seed!r} is not one of the padded sequences'"
+                       f" {sorted(self.sequences)}.")
+    fields = [f for f in Domain._fields if f != "graph"]
+    if field not in fields:
+      raise ValueError(f"field must be one of {fields}; got {field!r}.")
+    return [self.node_array(getattr(d, field))
+            for d in self.sequences[seed].domains]
+
   def node_array(self, values: np.ndarray) -> np.ndarray:
     """``values`` (one per real node) followed by zeros on the padding nodes."""
     values = np.asarray(values)

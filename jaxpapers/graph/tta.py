@@ -13,7 +13,7 @@ accuracy matrix ``R[i][j]``. From it, average performance ``AP_i = mean_j<=i
 R[i][j]`` and forgetting ``F_i = mean_j<i (R[j][j] - R[i][j])``; GCAL reports
 ``mean_gain = -F_i``. :func:`adapt_sequence` runs a method through a
 sequence, :func:`accuracy_matrix` and :func:`continual_metrics` summarise
-its evaluation.
+its evaluation, and :func:`evaluate_run` gives both with the updates' costs.
 """
 
 import numbers
@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers._checks import check_int
 from jaxpapers._checks import check_real
 from jaxpapers import profiling
 from jaxpapers import tree
@@ -104,6 +105,69 @@ def adapt_sequence(method: Adapter, model: Any, graphs: Sequence[GraphsTuple],
     footprints.append(footprint)
     states.append(update(states[-1], graph))
   return AdaptationRun(method, graphs, states, updates, footprints)
+
+
+def evaluate_run(run: AdaptationRun, accuracy: Callable[..., Any],
+                 labels: Sequence[Any], masks: Sequence[Any], *,
+                 repeats: int = 3) -> dict[str, Any]:
+  """A run's accuracy matrix, its continual metrics and its updates' costs.
+
+  The summary of one method through one sequence, as EMC's and GCAL's
+  evaluations report it: ``R`` from :meth:`AdaptationRun.accuracy_rows`,
+  :func:`continual_metrics` of it, the mean over target domains of each
+  update's seconds (:meth:`AdaptationRun.update_seconds`: a warm-up, then the
+  best of ``repeats``) and the largest compiled footprint of the updates.
+
+  Args:
+    run: an :func:`adapt_sequence` run with at least one target domain.
+    accuracy: ``accuracy(log_probs, labels, mask) -> scalar`` (e.g. a jitted
+      :func:`jaxpapers.graph.gcn.masked_accuracy`).
+    labels: per domain (``run.graphs`` order), the node labels.
+    masks: per domain, the evaluated nodes (``masks[0]``: the source's test
+      split).
+    repeats: timed calls per update after the warm-up; the best counts.
+
+  Returns:
+    A dict with ``R`` (nested lists, NaN above the diagonal),
+    ``average_performance``, ``forgetting``, ``diagonal``, ``ap_curve``,
+    ``seconds_per_domain``, ``peak_bytes`` and ``temp_bytes``; the byte counts
+    are floats (largest over the updates).
+
+  Raises:
+    ValueError: no target domain in ``run``, ``labels`` or ``masks`` not one
+      per domain, or ``repeats`` not an int >= 1.
+
+  Example:
+    >>> import jax
+    >>> from jaxpapers.graph import baselines, domains, gcn
+    >>> seq = domains.csbm_sequence(num_domains=2, num_nodes=40, seed=0)
+    >>> padded = domains.PaddedDomains({0: seq}, multiple=64)
+    >>> labels = padded.node_arrays(0, "labels")
+    >>> model = gcn.init_gcn(jax.random.key(0), 32, seq.num_classes, hidden=8)
+    >>> run = adapt_sequence(baselines.frozen(), model, padded.graphs[0],
+    ...                      labels[0], padded.node_arrays(0, "train_mask")[0],
+    ...                      jax.random.key(1))
+    >>> out = evaluate_run(run, gcn.masked_accuracy, labels,
+    ...                    padded.node_arrays(0, "test_mask"), repeats=1)
+    >>> len(out["R"]), out["forgetting"]  # the frozen model forgets nothing
+    (2, 0.0)
+
+  References: GCAL's evaluation code (accuracy matrix, AP, forgetting),
+  https://github.com/joe817/GCAL; EMC's protocol, ``docs/emc.md``.
+  """
+  num_domains = len(run.graphs)
+  if num_domains < 2:
+    raise ValueError(f"run has {num_domains} domain(s): evaluate_run needs the"
+                     " source and at least one target domain.")
+  if len(labels) != num_domains or len(masks) != num_domains:
+    raise ValueError(f"labels and masks must hold one array per domain"
+                     f" ({num_domains}); got {len(labels)} and {len(masks)}.")
+  check_int("repeats", repeats, 1)
+  r = accuracy_matrix(run.accuracy_rows(accuracy, labels, masks))
+  return {"R": r.tolist(), **continual_metrics(r),
+          "seconds_per_domain": float(np.mean(run.update_seconds(repeats))),
+          **{key: float(max(f[key] for f in run.footprints))
+             for key in ("peak_bytes", "temp_bytes")}}
 
 
 def accuracy_matrix(rows: Sequence[Sequence[float]]) -> np.ndarray:

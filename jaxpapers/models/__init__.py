@@ -1,5 +1,18 @@
 """Small reference models as pure functions of parameters."""
 
+from jaxpapers.models.language_model import Corpus
+from jaxpapers.models.language_model import LanguageModel
+from jaxpapers.models.language_model import load_corpus
+from jaxpapers.models.language_model import LMTrainer
+from jaxpapers.models.language_model import lookahead
+from jaxpapers.models.language_model import mean_loss
+from jaxpapers.models.language_model import muon_dimension_numbers
+from jaxpapers.models.language_model import Optimizer
+from jaxpapers.models.language_model import schedule_free
+from jaxpapers.models.language_model import steps_to_reach
+from jaxpapers.models.language_model import train_chunk
+from jaxpapers.models.language_model import validation_windows
+from jaxpapers.models.language_model import wsd_schedule
 from jaxpapers.models.mlp import apply_mlp
 from jaxpapers.models.mlp import init_mlp
 from jaxpapers.models.mlp import MLPParams
@@ -15,3 +28,12 @@ from jaxpapers.models.transformer import TransformerConfig
 from jaxpapers.models.forecasters import DLinear
 from jaxpapers.models.forecasters import MLPForecaster
 from jaxpapers.models.forecasters import moving_average
+from jaxpapers.models.forecaster_training import evaluate_members
+from jaxpapers.models.forecaster_training import forecast_task
+from jaxpapers.models.forecaster_training import ForecastTask
+from jaxpapers.models.forecaster_training import forecaster_optimizer
+from jaxpapers.models.forecaster_training import ForecasterGroup
+from jaxpapers.models.forecaster_training import GroupState
+from jaxpapers.models.forecaster_training import init_group
+from jaxpapers.models.forecaster_training import make_forecaster
+from jaxpapers.models.forecaster_training import make_train_chunk

@@ -1,4 +1,4 @@
-"""Mixture-of-experts layers, routing, expert subsets, diagnostics (EMO)."""
+"""Mixture-of-experts layers, routing, training, subsets, diagnostics (EMO)."""
 
 from jaxpapers.moe.diagnostics import domain_mutual_information
 from jaxpapers.moe.dispatch import capacity_experts
@@ -6,6 +6,7 @@ from jaxpapers.moe.dispatch import dropless_experts
 from jaxpapers.moe.dispatch import expert_capacity
 from jaxpapers.moe.dispatch import ExpertWeights
 from jaxpapers.moe.dispatch import swiglu
+from jaxpapers.moe.evaluation import subset_bits_per_byte
 from jaxpapers.moe.layer import ExpertMask
 from jaxpapers.moe.layer import MoE
 from jaxpapers.moe.layer import MoEConfig
@@ -26,3 +27,4 @@ from jaxpapers.moe.subsets import prune_experts
 from jaxpapers.moe.subsets import routing_statistics
 from jaxpapers.moe.subsets import run_with_statistics
 from jaxpapers.moe.subsets import select_experts
+from jaxpapers.moe.training import train_steps

@@ -1,4 +1,4 @@
-"""Neurosymbolic learning as EM (EM-NeSy): E-steps over symbolic programs, M-step losses."""
+"""Neurosymbolic learning as EM (EM-NeSy): E-steps over symbolic programs, M-step losses, training."""
 
 from jaxpapers.nesy.addition import addition_examples
 from jaxpapers.nesy.addition import DigitAddition
@@ -17,3 +17,11 @@ from jaxpapers.nesy.em import semantic_loss
 from jaxpapers.nesy.enumerated import addition_program
 from jaxpapers.nesy.enumerated import enumerate_program
 from jaxpapers.nesy.enumerated import EnumeratedProgram
+from jaxpapers.nesy.training import addition_accuracy
+from jaxpapers.nesy.training import addition_batch
+from jaxpapers.nesy.training import init_state
+from jaxpapers.nesy.training import make_train_step
+from jaxpapers.nesy.training import METHODS
+from jaxpapers.nesy.training import step_costs
+from jaxpapers.nesy.training import train_epoch
+from jaxpapers.nesy.training import TrainState

@@ -13,15 +13,18 @@ the update is the environment term alone, rewards unused.
 :func:`warm_start_step` is next-token pretraining on transcripts of a
 random-command policy (syntax and observations, never solutions: solved
 transcripts get zero weight). :func:`evaluate` gives held-out pass@1 and the
-environment cross-entropy of a fixed set of transcripts.
+environment cross-entropy of a fixed set of transcripts. :func:`warm_start_chunk`
+scans warm-start steps; :func:`multi_run` trains and evaluates several runs
+(one ``lam``, ``world_model_only`` flag and seed each) in one vmapped state.
 
 All functions are pure (jit / vmap over runs); the model is an
 ``nnx.split`` pair ``(graphdef, params)``.
 """
 
 import dataclasses
+import functools
 import math
-from typing import Any
+from typing import Any, Callable, NamedTuple, Sequence
 
 from flax import nnx
 import jax
@@ -252,3 +255,149 @@ def evaluate(graphdef, params, key, held_out: shell.Tasks,
   return {"pass_at_1": jnp.mean(out.solved.astype(jnp.float32)),
           "reward": jnp.mean(out.reward),
           "env_ce": echo.env_loss(log_probs, masks)}
+
+
+def warm_start_chunk(graphdef: nnx.GraphDef, pool: shell.Tasks,
+                     tx: optax.GradientTransformation, layout: shell.Layout,
+                     batch: int, key: jax.Array) -> Callable[..., Any]:
+  """A jitted ``lax.scan`` of :func:`warm_start_step`: ``chunk(state, t0, n)``.
+
+  ``state`` is ``(params, opt_state)``; step ``t`` (``t0`` may be traced,
+  the length ``n`` is static) draws its transcripts with ``fold_in(key, t)``,
+  so a resumed run repeats the same batches. Returns ``(state, losses[n])``.
+
+  Args:
+    graphdef: the model's ``nnx.split`` graph.
+    pool: the tasks to draw transcripts from (at least one).
+    tx: the optimizer.
+    layout: the shell layout (static).
+    batch: transcripts per step (an int >= 1).
+    key: the PRNG key the steps fold their index into.
+
+  Raises:
+    ValueError: ``batch`` not an int >= 1 or ``pool`` empty.
+
+  Example:
+    >>> chunk = warm_start_chunk(graphdef, pool, tx, layout, 16,
+    ...                          key)  # doctest: +SKIP
+    >>> state, losses = chunk(state, jnp.int32(0), 10)  # doctest: +SKIP
+
+  References:
+    Used by ``experiments/echo.py`` (Shrivastava et al., 2026, warm start).
+  """
+  _checks.check_int("batch", batch, 1)
+  _check_pool(pool, "pool")
+
+  @functools.partial(jax.jit, static_argnames="length")
+  def chunk(state, first, length):
+    def body(state, step):
+      *state, loss = warm_start_step(graphdef, *state,
+                                     jax.random.fold_in(key, step), pool, tx,
+                                     layout, batch)
+      return tuple(state), loss
+    return jax.lax.scan(body, state, first + jnp.arange(length))
+  return chunk
+
+
+class MultiRun(NamedTuple):
+  """The jitted programs of :func:`multi_run` (every run in one vmapped state).
+
+  ``evaluate(params_R, step)``: :func:`evaluate` of each run, metrics ``[R]``.
+  ``chunk(state_R, first, n)``: ``n`` (static) :func:`rl_step` steps
+  of every run from step ``first``; ``(state_R, metrics [R] averaged over
+  the steps)``; ``state_R`` is ``(params, opt_state)`` stacked over runs.
+  """
+
+  evaluate: Callable[..., dict[str, jax.Array]]
+  chunk: Callable[..., Any]
+
+
+def multi_run(graphdef: nnx.GraphDef,
+              tasks: tuple[shell.Tasks, shell.Tasks, shell.Transcripts],
+              tx: optax.GradientTransformation, layout: shell.Layout,
+              config: RLConfig, *, lam: Sequence[float],
+              world_model_only: Sequence[bool], seeds: Sequence[int],
+              lambda_scale: Callable[[jax.Array], Any] = lambda step: 1.0,
+              eval_temperature: float, eval_samples: int) -> MultiRun:
+  """GRPO / ECHO runs trained together: one vmapped :func:`rl_step` per step.
+
+  Run ``r`` has weight ``lam[r] * lambda_scale(step)``, flag
+  ``world_model_only[r]`` and seed ``seeds[r]``: its step ``t`` uses
+  ``fold_in(key(seed), t)`` and its evaluation after step ``t``
+  ``fold_in(key(seed), 10_000 + t)``, so a run's numbers do not depend on
+  the other runs in the batch (up to floating-point reassociation).
+
+  Args:
+    graphdef: the policy's ``nnx.split`` graph.
+    tasks: ``(train, held_out, probe)``: the training pool, the held-out
+      tasks and the fixed probe transcripts of :func:`evaluate`.
+    tx: the optimizer (vmapped: one state per run).
+    layout, config: static settings of :func:`rl_step`.
+    lam: the environment-loss weight of each run (finite, >= 0).
+    world_model_only: each run's flag (drop the policy term).
+    seeds: each run's seed.
+    lambda_scale: ``step -> factor`` of ``lam`` (e.g.
+      :func:`jaxpapers.rl.echo.lambda_schedule`); default constant 1.
+    eval_temperature, eval_samples: :func:`evaluate`'s settings.
+
+  Returns:
+    A :class:`MultiRun` of the jitted ``evaluate`` and ``chunk``.
+
+  Raises:
+    ValueError: no runs, ``lam``, ``world_model_only`` and ``seeds`` of
+      different lengths, a negative or non-finite ``lam``, an empty pool, or
+      ``eval_samples`` not an int >= 1.
+    TypeError: ``lambda_scale`` not callable, or ``config`` not an RLConfig.
+
+  Example:
+    >>> runs = multi_run(
+    ...     graphdef, (train, held_out, probe), tx, layout, RLConfig(),
+    ...     lam=[0.0, 0.05], world_model_only=[False, False], seeds=[0, 0],
+    ...     eval_temperature=0.6, eval_samples=1)  # doctest: +SKIP
+    >>> state, metrics = runs.chunk(state, jnp.int32(0), 10)  # doctest: +SKIP
+
+  References:
+    Shrivastava et al., "ECHO" (2026); used by ``experiments/echo.py``.
+  """
+  if not len(lam) == len(world_model_only) == len(seeds) >= 1:
+    raise ValueError(f"lam, world_model_only and seeds need one entry per run"
+                     f" (at least one); got {len(lam)},"
+                     f" {len(world_model_only)} and {len(seeds)}.")
+  for value in lam:
+    _checks.check_real("lam", value, low=0.0)
+  if not callable(lambda_scale):
+    raise TypeError(f"lambda_scale must be callable; got {lambda_scale!r}.")
+  if not isinstance(config, RLConfig):
+    raise TypeError(f"config must be a training.RLConfig; got"
+                    f" {type(config).__name__}.")
+  _checks.check_int("eval_samples", eval_samples, 1)
+  train, held_out, probe = tasks
+  _check_pool(train, "train")
+  _check_pool(held_out, "held_out")
+  lam = jnp.asarray(lam, jnp.float32)
+  world_only = jnp.asarray(world_model_only)
+  seed_keys = jnp.stack([jax.random.key_data(jax.random.key(s))
+                         for s in seeds])
+
+  @jax.jit
+  def evaluate_runs(params, step):
+    def one(p, key_data):
+      key = jax.random.fold_in(jax.random.wrap_key_data(key_data),
+                               10_000 + step)
+      return evaluate(graphdef, p, key, held_out, probe, layout,
+                      temperature=eval_temperature, samples=eval_samples)
+    return jax.vmap(one)(params, seed_keys)
+
+  @functools.partial(jax.jit, static_argnames="length")
+  def chunk(state, first, length):
+    def body(state, step):
+      def one(p, o, key_data, lam_r, world_r):
+        key = jax.random.fold_in(jax.random.wrap_key_data(key_data), step)
+        return rl_step(graphdef, p, o, key, train, lam_r * lambda_scale(step),
+                       world_r, tx, layout, config)
+      *state, metrics = jax.vmap(one)(*state, seed_keys, lam, world_only)
+      return tuple(state), metrics
+    state, metrics = jax.lax.scan(body, state, first + jnp.arange(length))
+    return state, jax.tree.map(lambda m: jnp.mean(m, 0), metrics)
+
+  return MultiRun(evaluate_runs, chunk)

@@ -15,6 +15,8 @@ from jaxpapers.routing.heuristics import nearest_neighbour
 from jaxpapers.routing.heuristics import two_opt
 from jaxpapers.routing.imitation import greedy_gaps
 from jaxpapers.routing.imitation import optimizer
+from jaxpapers.routing.imitation import train_blocks
+from jaxpapers.routing.imitation import train_step_flops
 from jaxpapers.routing.imitation import train_steps
 from jaxpapers.routing.imitation import TrainState
 from jaxpapers.routing.lehd import decoder_parameter_count

@@ -18,6 +18,12 @@ Example::
   state, losses = train_steps(state, coords, tours, key, jnp.asarray(0),
                               graphdef=graphdef, tx=tx, batch_size=256,
                               num_steps=20)
+  # Or steps 20..79 in calls of 20 (one compiled scan), and XLA's FLOPs/step:
+  state, more = train_blocks(state, coords, tours, key, 20, 60,
+                             graphdef=graphdef, tx=tx, batch_size=256,
+                             block_steps=20)
+  flops = train_step_flops(state, coords, tours, graphdef=graphdef, tx=tx,
+                           batch_size=256)
 
 References:
   F. Luo et al., `Neural combinatorial optimization with heavy decoder
@@ -135,6 +141,77 @@ def _train_steps(state, coords_MxNx2, tours_MxN, key, first_step, *, graphdef,
 # XLA's cost analysis lowers the step without running it: the value checks,
 # which need concrete data, have nothing to guard there.
 train_steps.lower = _train_steps.lower
+
+
+def train_blocks(state: TrainState, coords_MxNx2: jax.Array,
+                 tours_MxN: jax.Array, key: jax.Array, first_step: int,
+                 num_steps: int, *, graphdef: nnx.GraphDef,
+                 tx: optax.GradientTransformation, batch_size: int,
+                 block_steps: int) -> tuple[TrainState, jax.Array]:
+  """Steps ``first_step .. first_step + num_steps - 1``, ``block_steps`` per jitted call.
+
+  Every call runs the one compiled ``block_steps``-step scan, so a run
+  evaluated after any multiple of ``block_steps`` compiles its steps once.
+  Step ``t`` draws from ``fold_in(key, t)`` as in :func:`train_steps`: the
+  batches are those of one uninterrupted run.
+
+  Args:
+    state, coords_MxNx2, tours_MxN, key, graphdef, tx, batch_size: as for
+      :func:`train_steps`.
+    first_step: the first step's index, a Python int >= 0.
+    num_steps: how many steps, an int >= 1 and a multiple of ``block_steps``.
+    block_steps: the steps of one compiled call, an int >= 1.
+
+  Returns:
+    The new state and the ``[num_steps]`` losses, in step order.
+
+  Raises:
+    ValueError: ``first_step`` not an int >= 0, ``num_steps`` or
+      ``block_steps`` not an int >= 1, ``num_steps`` not a multiple of
+      ``block_steps``; and :func:`train_steps`' errors.
+
+  Example::
+
+    state, losses = train_blocks(state, coords, tours, jax.random.key(0), 40,
+                                 60, graphdef=graphdef, tx=tx, batch_size=256,
+                                 block_steps=20)  # steps 40..99, 3 calls
+  """
+  check_int("first_step", first_step, 0)
+  check_int("num_steps", num_steps, 1)
+  check_int("block_steps", block_steps, 1)
+  if num_steps % block_steps:
+    raise ValueError(f"num_steps must be a multiple of block_steps; got"
+                     f" {num_steps} and {block_steps}.")
+  losses = []
+  for first in range(first_step, first_step + num_steps, block_steps):
+    state, block_losses = train_steps(
+        state, coords_MxNx2, tours_MxN, key, jnp.asarray(first),
+        graphdef=graphdef, tx=tx, batch_size=batch_size, num_steps=block_steps)
+    losses.append(block_losses)
+  return state, jnp.concatenate(losses)
+
+
+def train_step_flops(state: TrainState, coords_MxNx2: jax.Array,
+                     tours_MxN: jax.Array, *, graphdef: nnx.GraphDef,
+                     tx: optax.GradientTransformation, batch_size: int
+                     ) -> float:
+  """XLA's FLOP count of one :func:`train_steps` step (lowered: nothing compiles or runs).
+
+  The count of the step's HLO (``cost_analysis()["flops"]``): the forward and
+  backward pass on ``batch_size`` partial paths padded to N cities, and the
+  optimizer update. Arguments and errors are those of :func:`train_steps`
+  (the data's shapes and dtypes matter, not its values).
+
+  Example::
+
+    gflops = 600 * train_step_flops(state, coords, tours, graphdef=graphdef,
+                                    tx=tx, batch_size=256) / 1e9
+  """
+  _check_training(coords_MxNx2, tours_MxN, 0, batch_size, 1)
+  return float(_train_steps.lower(
+      state, coords_MxNx2, tours_MxN, jax.random.key(0), jnp.asarray(0),
+      graphdef=graphdef, tx=tx, batch_size=batch_size,
+      num_steps=1).cost_analysis()["flops"])
 
 
 def _check_gaps(coords_BxNx2, optimal_lengths_B) -> None:

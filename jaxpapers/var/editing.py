@@ -18,7 +18,8 @@ composed latent as the shared prefix, follows the paper's abstract.
 **Reconstruction** (ours): the loop below, the sampling noise (one uniform
 per bit of every scale, drawn from the caller's key, the same for the clean
 sampler and the editor), and
-the non-finite-logits check.
+the non-finite-logits check. :func:`edit_scores` (ours) measures one edit:
+in-mask alignment to a reference image and out-of-mask change.
 
 A generator implements :class:`BitwiseGenerator`; :mod:`jaxpapers.var.toy`
 is one. The editor does not depend on the toy.
@@ -304,3 +305,88 @@ def edit(generator: BitwiseGenerator, key: jax.Array, source: Sample,
         mask, lambda code, k=k: generator.upsample(code, k), gates[k])
   _check_finite(finite)
   return Edited(tuple(bits), prefix, tuple(kls), tuple(clipped))
+
+
+class EditScores(NamedTuple):
+  """How well one edited image follows the edit and keeps the rest.
+
+  Attributes:
+    alignment: cosine between the edited image and the reference over the
+      pixels inside the mask (mask-weighted).
+    outside_max_error: largest absolute change from the source outside the
+      mask.
+    outside_rms_error: root mean square change from the source over the
+      pixels outside the mask.
+  """
+
+  alignment: jax.Array
+  outside_max_error: jax.Array
+  outside_rms_error: jax.Array
+
+
+def edit_scores(image: jax.Array, source_image: jax.Array,
+                reference_image: jax.Array, mask: jax.Array) -> EditScores:
+  r"""In-mask alignment to a reference and out-of-mask change of one edited image.
+
+  The latent-grid mask ``M`` is repeated to pixels (``patch`` = image rows
+  per mask row) as the weight ``w``; with the edited image ``x``, the
+  source ``s`` and the reference ``r`` (e.g. the target prompt's expected
+  decode):
+
+  .. math::
+    \mathrm{alignment} = \frac{\sum w\,x\,r}{\sqrt{\sum w\,x^2
+    \sum w\,r^2}},\qquad
+    e = |x - s|\,(1 - w),\quad \max e,\quad
+    \sqrt{\textstyle\sum e^2 / \sum (1 - w)}.
+
+  Source status: the paper (abstract) reports CLIP alignment on the edited
+  region and background preservation; these pixel-space stand-ins are
+  ours (``docs/bitresedit.md``).
+
+  Args:
+    image: the edited ``(H * patch, W * patch, C)`` image.
+    source_image: the source image, same shape.
+    reference_image: what the edit should look like inside the mask, same
+      shape.
+    mask: ``(H, W)`` mask on the latent grid, float in [0, 1] or bool.
+
+  Returns:
+    An :class:`EditScores` of scalars. The alignment is NaN for an empty
+    mask (0 / 0), the RMS error for a mask of all ones.
+
+  Raises:
+    ValueError: when the images are not 3-D of one shape, the mask is not
+      2-D, the image sides are not the same whole multiple of the mask's,
+      or the mask's dtype or (concrete) values are outside [0, 1].
+
+  Batch it with ``jax.vmap``.
+
+  Example:
+    >>> x = jnp.ones((4, 4, 3))
+    >>> mask = jnp.zeros((2, 2)).at[0, 0].set(1.0)
+    >>> s = edit_scores(x, x.at[0, 0].set(0.0), 2 * x, mask)
+    >>> float(s.alignment), float(s.outside_max_error)
+    (1.0, 0.0)
+  """
+  image_shape = tuple(jnp.shape(image))
+  for name, x in (("source_image", source_image),
+                  ("reference_image", reference_image)):
+    if tuple(jnp.shape(x)) != image_shape:
+      raise ValueError(f"{name} must have the edited image's shape"
+                       f" {image_shape}; got {tuple(jnp.shape(x))}.")
+  if len(image_shape) != 3 or jnp.ndim(mask) != 2:
+    raise ValueError(f"image must be (H * patch, W * patch, C) and mask"
+                     f" (H, W); got {image_shape} and {jnp.shape(mask)}.")
+  rows, cols = jnp.shape(mask)
+  patch = image_shape[0] // max(rows, 1)
+  if patch < 1 or image_shape[:2] != (rows * patch, cols * patch):
+    raise ValueError(f"image sides {image_shape[:2]} must be the same whole"
+                     f" multiple (patch) of the mask's {(rows, cols)}.")
+  inside = jnp.repeat(jnp.repeat(resedit.check_mask(mask, (rows, cols)),
+                                 patch, 0), patch, 1)[..., None]
+  outside_error = jnp.abs(image - source_image) * (1 - inside)
+  alignment = jnp.sum(inside * image * reference_image) / jnp.sqrt(
+      jnp.sum(inside * image * image)
+      * jnp.sum(inside * reference_image * reference_image))
+  return EditScores(alignment, outside_error.max(), jnp.sqrt(
+      jnp.sum(outside_error**2) / jnp.sum((1 - inside) * jnp.ones_like(image))))

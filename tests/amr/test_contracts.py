@@ -18,6 +18,7 @@ _CONFIG = amr.wamrvit_config((2, 2), 1, 1, (4, 4), d_model=16, num_heads=1,
 _MESH = amr.MeshConfig(patch=2, max_level=1, tol_frac=0.1)
 _FRAMES = np.zeros((2, 3, 8, 8, 1), np.float32)
 _BACKBONE = amr.TokenBackbone(_CONFIG, rngs=nnx.Rngs(0))
+_GRAPHDEF = nnx.split(_BACKBONE, nnx.Param)[0]
 _COORDS = jnp.zeros((2, 16, 3))
 _MASK = jnp.ones((2, 16), jnp.bool_)
 _RECORD = {"vrmse": 0.1, "vrmse_roi": 0.2, "tokens": 4.0, "tokens_per_s": 1.0,
@@ -173,6 +174,16 @@ MISUSE = [
     (lambda: amr.sample_batch(_FRAMES, seed=0, step=-1, batch_size=2,
                               num_steps=1),
      ValueError, "step must be an int >= 0"),
+    (lambda: amr.train_steps({}, _FRAMES, graphdef=_GRAPHDEF, tx=None, seed=0,
+                             first_step=0, num_steps=1, batch_size=2),
+     TypeError, r"state must be a \(params, opt_state\) pair"),
+    (lambda: amr.train_steps((None, None), _FRAMES, graphdef=None, tx=None,
+                             seed=0, first_step=0, num_steps=1, batch_size=2),
+     TypeError, "graphdef must be an nnx.GraphDef"),
+    (lambda: amr.train_steps((None, None), _FRAMES, graphdef=_GRAPHDEF,
+                             tx=None, seed=0, first_step=0, num_steps=0,
+                             batch_size=2),
+     ValueError, "num_steps must be an int >= 1"),
 ]
 
 

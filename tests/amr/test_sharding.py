@@ -188,6 +188,9 @@ NOT_SHARDED = {
     "amr.sample_batch": (
         f"host-side NumPy draw from NumPy trajectories; it indexes sharded"
         f" meshes in {_HOST_TEST}"),
+    "amr.train_steps": (
+        "a host loop over NumPy batches (sample_batch) around a jitted step"
+        " whose loss is amr.batch_loss, sharded in its CASES row"),
     "amr.vrmse": "host-side NumPy scoring of NumPy fields in float64",
     "amr.summarize_rollout": "reduces Python records (dicts of floats)",
     "amr.StageTimer": (

@@ -6,6 +6,7 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from jaxpapers import amr
@@ -169,3 +170,33 @@ def test_batch_loss_scores_wamrvit_on_leaf_tokens_and_the_rest_on_fields():
   np.testing.assert_allclose(
       on_fields, amr.relative_l2(batch.inputs, averaged), rtol=1e-6)
   assert on_fields > 1e-3
+
+
+def test_train_steps_are_optimizer_steps_on_the_seed_step_batches():
+  trajectories = _moving_discs(num_frames=4, size=16)
+  mesh = amr.MeshConfig(4, 1, tol_frac=0.05, token_bucket=4)
+  meshes = amr.trajectory_meshes(trajectories, mesh)
+  wamr = amr.WAMRViT(amr.wamrvit_config((4, 4), 1, 1, (4, 4), d_model=16,
+                                        num_heads=1, num_layers=1,
+                                        mlp_ratio=1), rngs=nnx.Rngs(0))
+  graphdef, params = nnx.split(wamr, nnx.Param)
+  tx = optax.sgd(0.1)
+  run = functools.partial(amr.train_steps, graphdef=graphdef, tx=tx, seed=1,
+                          batch_size=2, meshes=meshes, token_bucket=4)
+  (got, _), record = run((params, tx.init(params)), trajectories,
+                         first_step=3, num_steps=2)
+  # By hand: batches (seed 1, steps 3 and 4), one SGD step on each.
+  expected, losses, tokens = params, [], []
+  for step in (3, 4):
+    batch = amr.sample_batch(trajectories, seed=1, step=step, batch_size=2,
+                             num_steps=1, meshes=meshes, token_bucket=4)
+    loss, grads = jax.value_and_grad(lambda p: amr.batch_loss(
+        nnx.merge(graphdef, p), batch, 1))(expected)
+    expected = jax.tree.map(lambda p, g: p - 0.1 * g, expected, grads)
+    losses.append(float(loss))
+    tokens.append(float(np.mean(batch.trees.num_leaves)))
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5,
+                                                       atol=1e-6),
+               got, expected)
+  assert record["train_loss"] == pytest.approx(np.mean(losses), rel=1e-5)
+  assert record["train_tokens"] == pytest.approx(np.mean(tokens))

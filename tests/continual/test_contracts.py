@@ -21,6 +21,17 @@ def _train(**overrides):
                               training=_TRAINING, **kwargs)
 
 
+_ROWS = continual.TaskRows(np.ones((4, 4)), np.array([0, 1, 1, 0]),
+                           classes_per_task=1, batch_size=2)
+
+
+def _learn(**overrides):
+  kwargs = {"task_rows": _ROWS, "x_test_NxD": _X, "labels_test_N": _LABELS,
+            "task_keys": [jax.random.key(1)] * 2, "classes_per_task": 1,
+            "training": _TRAINING, **overrides}
+  return continual.learn_sequence(_GRAPHS, _PARAMS, **kwargs)
+
+
 MISUSE = [
     (lambda: continual.LowRankAdapter(4.0, 2, rngs=nnx.Rngs(0)), TypeError,
      "features must be an int"),
@@ -86,6 +97,29 @@ MISUSE = [
      "num_seen must be an int class count"),
     (lambda: continual.predict(_GRAPHS, _PARAMS, jnp.ones((2, 3)), 3),
      ValueError, "x_BxD must end in the feature width 4"),
+    (lambda: continual.class_order(0, 0), ValueError,
+     "num_classes must be an int >= 1"),
+    (lambda: continual.TaskRows(np.ones(4), np.zeros(4, np.int32),
+                                classes_per_task=1, batch_size=2), ValueError,
+     r"x_NxD must be \(N, D\) features"),
+    (lambda: continual.TaskRows(np.ones((4, 2)), np.array([0, 1, -1, 0]),
+                                classes_per_task=1, batch_size=2), ValueError,
+     "labels_N must be one int class >= 0 per row"),
+    (lambda: continual.TaskRows(np.ones((4, 2)), np.zeros(4, np.int32),
+                                classes_per_task=0, batch_size=2), ValueError,
+     "classes_per_task must be an int >= 1"),
+    (lambda: _ROWS(1, 0), ValueError, "need 0 <= first <= last"),
+    (lambda: _ROWS(2, 2), ValueError, "tasks 2..2 hold no training row"),
+    (lambda: continual.sequence_metrics([]), ValueError, "records is empty"),
+    (lambda: continual.sequence_metrics(
+        [{"seen_accuracy": 1.0, "task_accuracy": [1.0, 1.0]}]), ValueError,
+     r"records\[0\]\['task_accuracy'\] must hold 1 accuracies"),
+    (lambda: _learn(start="fresh"), ValueError, "start must be one of"),
+    (lambda: _learn(task_keys=[]), ValueError, "task_keys is empty"),
+    (lambda: _learn(classes_per_task=2), ValueError,
+     "2 tasks x 2 classes exceed the head's 3 classes"),
+    (lambda: _learn(labels_test_N=np.zeros(3, np.int32)), ValueError,
+     r"labels_test_N must be one class per test row \(4,\)"),
     (lambda: continual.TaskTraining(momentum=1.0), ValueError,
      "0 <= momentum < 1"),
     (lambda: continual.TaskTraining(momentum=np.nan), ValueError,

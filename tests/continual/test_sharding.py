@@ -109,6 +109,15 @@ NOT_SHARDED = {
                               " construction",
     "continual.class_incremental_metrics": "host-side numpy over a small"
                                            " accuracy matrix",
+    "continual.class_order": "host-side numpy permutation of class ids",
+    "continual.sequence_metrics": "host-side numpy over a run's per-task"
+                                  " records (Python floats)",
+    "continual.TaskRows": "host-side numpy split of the training rows into"
+                          " padded tasks (a data stream, no computation)",
+    "continual.learn_sequence": "a host loop over tasks of calls each"
+                                " covered here (train_task, adapter_fisher,"
+                                " update, predict); its accuracies are host"
+                                " numpy",
 }
 
 

@@ -150,6 +150,26 @@ MISUSE = [
     (lambda: curvature.check_scalar_loss(lambda w: w.astype(jnp.int32).sum(),
                                          jnp.ones(3)),
      ValueError, "loss_fn must return a floating-point scalar"),
+    # sgd_steps, sharpness_at, gni_at: sizes checked before anything is traced.
+    (lambda: curvature.sgd_steps(_quadratic, jnp.ones(3), jnp.ones((4, 3)),
+                                 jax.random.key(0), 0.1, batch_size=5, num_steps=2),
+     ValueError, r"batch_size must be an int in \[1, 4\] \(the number of examples"),
+    (lambda: curvature.sgd_steps(_quadratic, jnp.ones(3), jnp.ones((4, 3)),
+                                 jax.random.key(0), 0.1, batch_size=2, num_steps=0),
+     ValueError, "num_steps must be an int >= 1"),
+    (lambda: curvature.sgd_steps(_quadratic, jnp.ones(3), jnp.ones((4, 3)),
+                                 jax.random.key(0), -0.1, batch_size=2, num_steps=1),
+     ValueError, "learning_rate must be > 0"),
+    (lambda: curvature.sharpness_at(_quadratic, jnp.ones(3), jnp.ones((4, 3)),
+                                    jax.random.key(0), batch_size=2, num_draws=2.5),
+     TypeError, "num_draws must be an int"),
+    (lambda: curvature.sharpness_at(_quadratic, jnp.ones(3), jnp.ones((4, 3)),
+                                    jax.random.key(0), batch_size=2, num_draws=2,
+                                    v0=jnp.zeros(3)),
+     ValueError, "v0 is zero"),
+    (lambda: curvature.gni_at(_quadratic, jnp.ones(3), (jnp.ones((4, 3)), jnp.ones(5)),
+                              jax.random.key(0), batch_size=2, num_draws=2),
+     ValueError, "leaves of data disagree"),
 ]
 
 

@@ -60,6 +60,18 @@ def _adaptive(params, x_pool, y_pool):
       max_draws=8, chunk_size=4)
 
 
+def _stability(params, data):
+  """An SGD chunk from ``params``, then both sharpnesses and GNI there."""
+  key = jax.random.key(0)
+  sgd = curvature.sgd_steps(_loss, params, data, key, 0.1, batch_size=4,
+                            num_steps=2)
+  bs, top = curvature.sharpness_at(_loss, sgd.params, data, key, batch_size=4,
+                                   num_draws=2, max_iters=4)
+  return (sgd, bs.value, top.eigenvalue,
+          curvature.gni_at(_loss, sgd.params, data, key, batch_size=4,
+                           num_draws=2))
+
+
 def _measured(params, batches, data, one):
   grads = jax.grad(_loss)(params, one)
   curvature.check_scalar_loss(_loss, params, one)
@@ -90,6 +102,10 @@ CASES = {
     "curvature.linearize_gradient": (
         _linearized, (_PARAMS, _DATA), (_PARAMS_SPEC, _BATCH_SPEC),
         _TOLERANCE),
+    # The examples replicated: the mini-batches are gathered from all of them.
+    "curvature.sgd_steps+curvature.sharpness_at+curvature.gni_at": (
+        _stability, (_PARAMS, _DATA), (_PARAMS_SPEC, None),
+        {"rtol": 1e-4, "atol": 1e-5}),
     "curvature.batch_sharpness_adaptive": (
         _adaptive, (_PARAMS, *_DATA), (_PARAMS_SPEC, _BATCH_SPEC, _BATCH_SPEC),
         _TOLERANCE),

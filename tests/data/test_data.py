@@ -57,3 +57,16 @@ def test_digits_subset_is_fixed_by_the_seed():
   np.testing.assert_array_equal(a.x, b.x)
   with pytest.raises(ValueError, match="num_examples must lie in"):
     data_lib.load_digits(num_examples=0)
+
+
+def test_split_digits_partitions_the_images():
+  digits = data_lib.load_digits(num_examples=30, seed=2)
+  split = data_lib.split_digits(digits, seed=4)
+  order = np.random.default_rng(4).permutation(30)
+  np.testing.assert_array_equal(split.train_x, digits.x[order[:20]])
+  np.testing.assert_array_equal(split.test_labels, digits.labels[order[20:]])
+  assert split.provenance.endswith("; split 2/3 train (20), 1/3 test by image"
+                                   " (seed 4)")
+  other = data_lib.split_digits(digits, seed=4, num_train=25)
+  assert other.train_x.shape == (25, 64) and other.test_labels.shape == (5,)
+  assert "split 25 train, 5 test" in other.provenance

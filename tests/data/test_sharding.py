@@ -86,6 +86,8 @@ NOT_SHARDED = {
     "data.advection_dataset": "takes a Python seed and count, no arrays",
     "data.load_digits": "loads scikit-learn's bundled files into numpy; takes"
                         " no arrays",
+    "data.split_digits": "host-side numpy permutation of a Digits; takes no"
+                         " device arrays",
     "data.load_series": "loads statsmodels' bundled files into numpy; takes no"
                         " arrays",
     "data.lorenz96": "generates a series from Python settings; takes no arrays",

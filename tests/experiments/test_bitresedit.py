@@ -11,7 +11,7 @@ from experiments.configs import bitresedit as bitresedit_config
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, bitresedit_config.FIELDS, bitresedit.validate)
+  harness.check_config(config, bitresedit_config.FIELDS, bitresedit_config.validate)
 
 
 def _config():
@@ -38,10 +38,29 @@ def _seed(alignment, *, both=0.8, resedit=0.7, leak=0.5, kl=0.09):
           "clean_mismatches": 0}
 
 
+def _sweep(per_seed):
+  """The sweep of these per-seed records: a cell per strength and arm."""
+  config = _config()
+  grid = bitresedit.conditions(config)
+  rows = {}
+  for cell in grid:
+    curve, _, lam = cell.rpartition("/lambda")
+    i = [f"{s:g}" for s in config.strengths].index(lam) if curve else None
+    rows[cell] = [s["ablation"][cell.split("/")[1]] if i is None else
+                  {m: v[i] for m, v in s["sweep"][curve].items()}
+                  for s in per_seed]
+  values = {c: [dict(r) for r in rs] for c, rs in rows.items()}
+  for value, s in zip(values["ablation/plain_target_cfg"], per_seed):
+    value["clean_mismatches"] = s["clean_mismatches"]
+  return harness.SweepResult(grid, tuple(range(len(per_seed))), values, rows,
+                             None)
+
+
 def _checks(per_seed):
-  summary = bitresedit.aggregate(per_seed)
+  sweep = _sweep(per_seed)
+  summary = bitresedit.aggregate(_config(), sweep)
   gaps = {"0.001": 0.036, "0.1": 0.54}
-  return {c["id"]: c for c in bitresedit.evaluate_claim(_config(), per_seed,
+  return {c["id"]: c for c in bitresedit.evaluate_claim(_config(), sweep,
                                                         summary, gaps)}
 
 
@@ -70,11 +89,18 @@ def test_a_curve_that_keeps_rising_does_not_saturate():
   assert checks["saturates_eps0.1"]["passed"] is False
 
 
+def _gain(differences):
+  """The verdict of ``both - resedit_only`` alignments with these differences."""
+  per_seed = [_seed([0.7, 0.8, 0.8], both=0.7 + d) for d in differences]
+  return bitresedit.gain(_sweep(per_seed), "ablation/both",
+                         "ablation/resedit_only")[0]
+
+
 def test_paired_verdict_is_inconclusive_within_two_standard_errors():
-  assert bitresedit.paired_verdict([0.1, 0.12, 0.11])[0] is True
-  assert bitresedit.paired_verdict([-0.1, -0.12, -0.11])[0] is False
-  assert bitresedit.paired_verdict([0.1, -0.1, 0.05])[0] is None
-  assert bitresedit.paired_verdict([0.02])[0] is True
+  assert _gain([0.1, 0.12, 0.11]) is True
+  assert _gain([-0.1, -0.12, -0.11]) is False
+  assert _gain([0.1, -0.1, 0.05]) is None
+  assert _gain([0.02]) is True
 
 
 @pytest.mark.parametrize("field,value", [("strengths", (1.0, 2.0, 4.0)),

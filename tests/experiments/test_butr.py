@@ -11,7 +11,7 @@ from experiments.configs import butr as butr_config
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, butr_config.FIELDS, butr.validate)
+  harness.check_config(config, butr_config.FIELDS, butr_config.validate)
 
 
 CHECK_IDS = ["budget_tracks_count", "closer_alignment_than_dq_detr",

@@ -5,13 +5,14 @@ import pytest
 
 from experiments import daf
 from experiments import harness
+from jaxpapers import continual
 from tests import binaries
 from experiments.configs import daf as daf_config
 
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, daf_config.FIELDS, daf.validate)
+  harness.check_config(config, daf_config.FIELDS, daf_config.validate)
 
 
 def _method(per_run_aia):
@@ -49,29 +50,29 @@ def test_inference_cost_check_compares_fused_and_single():
   assert _checks(summary, cost)["one_adapter_inference_cost"]["passed"] is False
 
 
-def test_summary_of_records():
-  records = [
-      {"step": 0, "seen_accuracy": 1.0, "task_accuracy": [1.0], "beta": 1.0,
+def test_aggregate_over_order_x_seed_runs():
+  s = continual.sequence_metrics([
+      {"seen_accuracy": 1.0, "task_accuracy": [1.0], "beta": 1.0,
        "alpha": 0.0, "num_clipped": 0},
-      {"step": 1, "seen_accuracy": 0.7, "task_accuracy": [0.6, 0.8],
-       "beta": 0.4, "alpha": 0.5, "num_clipped": 2}]
-  s = daf.summarize(records)
+      {"seen_accuracy": 0.7, "task_accuracy": [0.6, 0.8], "beta": 0.4,
+       "alpha": 0.5, "num_clipped": 2}])
   assert np.isclose(s["average_incremental_accuracy"], 0.85)
-  assert s["final_accuracy"] == 0.7
-  assert np.isclose(s["forgetting"], 0.4)
-  assert s["beta"] == [1.0, 0.4] and s["num_clipped"] == 2
   both = daf.aggregate([s, {**s, "average_incremental_accuracy": 0.95}])
   assert np.isclose(both["average_incremental_accuracy"], 0.9)
   assert np.isclose(both["average_incremental_accuracy_se"], 0.05)
   assert both["per_run_aia"] == [0.85, 0.95]
+  assert both["beta"] == [1.0, 0.4] and both["beta_se"] == [0.0, 0.0]
 
 
 def test_tasks_are_padded_to_whole_batches_of_their_classes():
   config = daf_config.get_config("smoke")
   data = daf.TaskData(config)
-  position = data.order(1)
-  x, labels, weights = data.rows(position, 2, 2)
-  assert x.shape[0] == data.task_rows and data.task_rows % 16 == 0
+  position = continual.class_order(1, 10)
+  rows = continual.TaskRows(data.x_train, position[data.original_train],
+                            classes_per_task=2,
+                            batch_size=config.training.batch_size)
+  x, labels, weights = rows(2, 2)
+  assert x.shape[0] == rows.task_size and rows.task_size % 16 == 0
   assert set(np.asarray(labels)) == {4, 5}
   expected = np.sum(np.isin(position[data.original_train], [4, 5]))
   assert float(np.sum(weights)) == expected

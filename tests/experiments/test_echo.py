@@ -1,17 +1,22 @@
 """The ECHO experiment: summaries, claim checks, validation and the smoke run."""
 
+import functools
+import itertools
+import types
+
 import numpy as np
 import pytest
 
 from experiments import echo
 from experiments import harness
+from experiments.harness import sweep as sweep_lib
 from tests import binaries
 from experiments.configs import echo as echo_config
 
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, echo_config.FIELDS, echo.validate)
+  harness.check_config(config, echo_config.FIELDS, echo_config.validate)
 
 
 def _records(curves):
@@ -34,7 +39,7 @@ def _config(variants):
 def test_summary_and_checks_follow_the_numbers():
   variants = ("grpo", "echo_0.05", "world_model_only")
   config = _config(variants)
-  runs = [(v, s) for v in variants for s in config.seeds]
+  runs = list(itertools.product(variants, config.seeds))
   curves = [
       [(0.1, 2.0, 0.5), (0.3, 1.9, 0.6), (0.2, 1.8, 0.6)],  # grpo seed 0
       [(0.1, 2.0, 0.5), (0.2, 1.9, 0.6), (0.3, 1.8, 0.6)],  # grpo seed 1
@@ -43,7 +48,11 @@ def test_summary_and_checks_follow_the_numbers():
       [(0.1, 2.0, 0.5), (0.1, 1.6, 0.5), (0.1, 1.4, 0.5)],  # world model 0
       [(0.1, 2.0, 0.5), (0.1, 1.7, 0.5), (0.1, 1.5, 0.5)],  # world model 1
   ]
-  summary = echo.summarize(config, runs, _records(curves))
+  records = _records(curves)
+  workdir = types.SimpleNamespace(sweep=functools.partial(
+      sweep_lib.run_sweep, lambda name, compute: compute()))
+  sweep = echo.read_runs(workdir, config, runs, records)
+  summary = echo.summarize(sweep, [r["step"] for r in records])
   assert summary["grpo"]["pass_at_1_per_seed"] == [0.2, 0.3]
   np.testing.assert_allclose(summary["echo_0.05"]["env_ce_curve"],
                              [2.0, 1.5, 1.15])

@@ -13,7 +13,7 @@ from experiments.configs import emo as emo_config
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, emo_config.FIELDS, emo.validate)
+  harness.check_config(config, emo_config.FIELDS, emo_config.validate)
 
 
 SMOKE = ["--config", "experiments/configs/emo.py:smoke"]
@@ -97,7 +97,7 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
     # Keeping fewer experts never helps much: 12.5% costs more than 25%.
     assert (summary[kind]["mean"]["delta_0.125"][0]
             > summary[kind]["mean"]["delta_0.25"][0])
-  evals = _stage(workdir, "emo_seed0_eval")
+  evals = _stage(workdir, "sweep/emo_seed0")
   assert [r["domain"] for r in evals] == ["code", "prose", "arithmetic", "csv"]
   for r in evals:
     usage = np.asarray(r["usage"])

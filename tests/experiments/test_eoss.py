@@ -67,8 +67,8 @@ def test_smoke_config_writes_report_and_figures(tmp_path):
 
 def test_a_batch_larger_than_the_data_is_refused_before_compute():
   config = eoss_config.get_config("smoke")
-  harness.check_config(config, eoss_config.FIELDS, eoss.validate)
+  harness.check_config(config, eoss_config.FIELDS, eoss_config.validate)
   config.batch_sizes = (16, 512)
   with pytest.raises(ValueError, match=r"batch_sizes=\(16, 512\) must not"
                      r" exceed data.num_examples=256"):
-    harness.check_config(config, eoss_config.FIELDS, eoss.validate)
+    harness.check_config(config, eoss_config.FIELDS, eoss_config.validate)

@@ -2,7 +2,6 @@
 
 import os
 
-import jax
 import numpy as np
 import pytest
 
@@ -10,11 +9,12 @@ from experiments import harness
 from experiments import rollout
 from tests import binaries
 from experiments.configs import rollout as rollout_config
+from jaxpapers import models
 
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, rollout_config.FIELDS, rollout.validate)
+  harness.check_config(config, rollout_config.FIELDS, rollout_config.validate)
 
 
 TINY = ["--config", "experiments/configs/rollout.py:smoke",
@@ -57,22 +57,6 @@ def test_steps_not_a_multiple_of_the_chunk_are_refused(tmp_path):
   assert not os.path.exists(tmp_path / "wd" / "metrics")
 
 
-def test_members_of_one_seed_start_alike():
-  config = rollout_config.get_config("smoke")
-  group = rollout.groups_for("lorenz96", "mlp", config)[0]
-  task = rollout.Task("", 8, 8, (1, 5, 10, 20), None, None, None)
-  _, state, data_keys = rollout.init_group(group, task, config)
-  assert group.seeds == (0, 1, 0, 1, 0, 1)
-  leaves = jax.tree.leaves(state.params)
-  for leaf in leaves:
-    np.testing.assert_array_equal(leaf[0], leaf[2])
-  # Biases start at zero; the kernels differ between seeds.
-  assert any(not np.array_equal(leaf[0], leaf[1]) for leaf in leaves)
-  keys = jax.random.key_data(data_keys)
-  np.testing.assert_array_equal(keys[0], keys[4])
-  assert not np.array_equal(keys[0], keys[1])
-
-
 def _summary(method, lam, mse_h1, mse_long, val=1.0):
   return {"model": "mlp", "method": method, "lam": lam, "val_mse": val,
           "test_mse_h1": mse_h1,
@@ -86,7 +70,7 @@ def test_lambda_is_chosen_on_validation_among_penalized_runs():
                _summary("jvp1", 1.0, 1, 1, val=0.3),
                _summary("jvp0.01", 0.01, 1, 1, val=0.5),
                _summary("unroll4", 0.0, 1, 1, val=0.01)]
-  task = rollout.Task("", 8, 8, (1, 5, 10, 20), None, None, None)
+  task = models.ForecastTask("", 8, 8, (1, 5, 10, 20), None, None, None)
   setting = rollout.setting_of("lorenz96", task, summaries)
   assert setting["jvp"]["lam"] == 1.0
   assert setting["tf"] is summaries[0] and setting["longest"] == 20
@@ -116,15 +100,16 @@ def test_claim_checks_follow_the_numbers(jvp_long, jvp_h1, wins, similar):
 
 def test_summaries_average_members_of_each_lambda_over_seeds():
   config = rollout_config.get_config("smoke")
-  group = rollout.groups_for("sunspots", "mlp", config)[0]
+  cell = rollout.grid_of(config)["sunspots_mlp_penalty"]
+  group = cell[2]
   assert group.lams == (0.0, 0.0, 0.01, 0.01, 1.0, 1.0)
   assert group.seeds == (0, 1, 0, 1, 0, 1)  # paired with TF, seed by seed
   horizon = 22
   test_mse = np.arange(6 * horizon, dtype=np.float64).reshape(6, horizon)
   record = {"test_mse": test_mse, "test_mae": test_mse / 2,
             "val_mse": np.arange(6.0), "vpt": np.zeros(6)}
-  task = rollout.Task("", 24, 1, (1, 11, 22), None, None, None)
-  summaries = rollout.summarize(group, record, task)
+  task = models.ForecastTask("", 24, 1, (1, 11, 22), None, None, None)
+  summaries = rollout.summarize(cell, record, task)
   assert [s["method"] for s in summaries] == ["tf", "jvp0.01", "jvp1"]
   tf = summaries[0]
   assert tf["test_mse_h22"] == np.mean(test_mse[:2, 21])

@@ -12,7 +12,7 @@ from jaxpapers.routing import lehd
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, routing_config.FIELDS, routing.validate)
+  harness.check_config(config, routing_config.FIELDS, routing_config.validate)
 
 
 def _model(gap, se, width, layers, gflops, curve):
@@ -93,11 +93,11 @@ def test_summary_averages_seeds():
 
 def test_grid_names_the_spec_series():
   config = routing_config.get_config()
-  assert set(routing.model_grid(config)) == {
+  assert set(routing_config.model_grid(config)) == {
       "D64xL1", "D64xL2", "D64xL4", "D48xL2", "D96xL2"}
   full = routing_config.get_config("full")
-  assert {"D64xL8", "D128xL2", "LEHD"} <= set(routing.model_grid(full))
-  assert routing.model_grid(full)["LEHD"].encoder_layers == 1
+  assert {"D64xL8", "D128xL2", "LEHD"} <= set(routing_config.model_grid(full))
+  assert routing_config.model_grid(full)["LEHD"].encoder_layers == 1
   with pytest.raises(ValueError, match="unknown config argument"):
     routing_config.get_config("fast")
 

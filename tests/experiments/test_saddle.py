@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from experiments import harness
+from experiments.harness import cli
 from experiments import saddle as saddle_experiment
 from tests import binaries
 from experiments.configs import saddle as saddle_config
@@ -17,7 +18,7 @@ from experiments.configs import saddle as saddle_config
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, saddle_config.FIELDS, saddle_experiment.validate)
+  harness.check_config(config, saddle_config.FIELDS, saddle_config.validate)
 
 
 # The smallest sweep that still has two ratios and a method of each kind;
@@ -89,6 +90,8 @@ def test_two_processes_give_the_single_process_numbers(tmp_path):
     config.execution = "single"
     single = tmp_path / "single"
     workdir = harness.Workdir(str(single), config, "saddle")
+    # What harness.run gives the workdir: the binary's PAPER, CLAIM, UNITS.
+    workdir.metadata = cli.report_metadata(saddle_experiment.main)
     try:
       saddle_experiment.main(config, workdir)
     finally:
@@ -131,25 +134,22 @@ def test_claim_checks_follow_the_numbers(dm_rounds, flat):
                       int(100 * (1 + np.sqrt(ratio)))))
     best.update(_best(ratio, "extragradient", int(600 * (1 + ratio)),
                       int(600 * (1 + ratio))))
-  table = saddle_experiment.scaling_table(best, _Config)
-  checks = {c["id"]: c["passed"]
-            for c in saddle_experiment.evaluate_claim(best, table, _Config)}
+  _, checks, statement = saddle_experiment.evaluate_claim(best, _Config)
+  checks = {c["id"]: c["passed"] for c in checks}
   assert checks["dm_sp_rounds_slope"] is flat
   assert checks["dm_sp_oracle_calls_slope"] is True
   assert checks["extragradient_rounds_slope"] is True
   assert checks["dm_sp_fewer_rounds_than_eg"] is flat
   assert checks["dm_sp_fewer_oracle_calls_than_eg"] is True
-  statement = saddle_experiment.statement_of_agreement(table)
   assert ("It does not agree for: DM-SP (reconstruction) rounds"
           in statement) is not flat
   # A method that misses the tolerance somewhere gets no slope, and fails.
   best[("extragradient", 100.0)]["converged"] = False
-  table = saddle_experiment.scaling_table(best, _Config)
+  table, checks, _ = saddle_experiment.evaluate_claim(best, _Config)
   (row,) = [r for r in table
             if r["method"] == "extragradient" and r["cost"] == "rounds"]
   assert row["measured_slope"] is None and row["agrees"] is None
-  checks = {c["id"]: c for c in
-            saddle_experiment.evaluate_claim(best, table, _Config)}
+  checks = {c["id"]: c for c in checks}
   assert checks["extragradient_rounds_slope"]["passed"] is False
   assert "did not reach the tolerance" in (
       checks["extragradient_rounds_slope"]["detail"])

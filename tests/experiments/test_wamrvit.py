@@ -5,6 +5,7 @@ import os
 import pytest
 
 from experiments import harness
+from experiments.harness import sweep as harness_sweep
 from tests import binaries
 from experiments import wamrvit
 from experiments.configs import wamrvit as wamrvit_config
@@ -12,7 +13,7 @@ from experiments.configs import wamrvit as wamrvit_config
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, wamrvit_config.FIELDS, wamrvit.validate)
+  harness.check_config(config, wamrvit_config.FIELDS, wamrvit_config.validate)
 
 
 SMOKE = ["--config", "experiments/configs/wamrvit.py:smoke"]
@@ -83,13 +84,15 @@ def test_a_refused_config_writes_nothing(tmp_path):
   assert not os.path.exists(tmp_path / "wd" / "metrics")
 
 
-def test_over_seeds_is_finite_only_if_every_seed_is():
+def test_summaries_are_finite_only_if_every_seed_is():
   a = {"vrmse_mean": 1.0, "finite": True}
   b = {"vrmse_mean": 3.0, "finite": False}
-  summary = wamrvit.over_seeds([a, b])
+  sweep = lambda rows: harness_sweep.SweepResult(
+      {"v": None}, (0, 1), {"v": rows}, {"v": rows}, None)
+  summary = wamrvit.summaries(sweep([a, b]))["v"]
   assert summary["vrmse_mean"] == 2.0 and summary["vrmse_mean_se"] == 1.0
   assert summary["finite"] is False
-  assert wamrvit.over_seeds([a, a])["finite"] is True
+  assert wamrvit.summaries(sweep([a, a]))["v"]["finite"] is True
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The dynamic W_p matching experiment: streams, summaries, checks, smoke run."""
+"""The dynamic W_p matching experiment: summaries, checks, config, smoke run."""
 
 import numpy as np
 import pytest
@@ -7,12 +7,12 @@ from experiments import harness
 from tests import binaries
 from experiments import wasserstein
 from experiments.configs import wasserstein as wasserstein_config
-from jaxpapers import matching
 
 
 def _refuses(config):
   """The binary's refusal: its declared field ranges, then its validate."""
-  harness.check_config(config, wasserstein_config.FIELDS, wasserstein.validate)
+  harness.check_config(config, wasserstein_config.FIELDS,
+                       wasserstein_config.validate)
 
 
 def _config(**overrides):
@@ -22,45 +22,26 @@ def _config(**overrides):
   return config
 
 
-def test_stream_is_balanced_at_every_checkpoint_and_names_live_slots():
-  config = _config(num_ops=1000, checkpoint_every=40)
-  n = 6
-  points_a, points_b, ops = wasserstein.make_stream(config, "clustered", 3, n,
-                                                    seed=1)
-  assert points_a.shape == points_b.shape == (n, 3)
-  assert ops.kind.shape == (25, 40) and ops.point.shape == (25, 40, 3)
-  assert 0 <= ops.point.min() and ops.point.max() <= 1
-  live = [set(range(n)), set(range(n))]
-  for block in zip(*(x for x in ops[:3])):
-    for kind, side, slot in zip(*block):
-      if kind == matching.DELETE:
-        live[side].remove(slot)  # a KeyError would be a dead slot
-      else:
-        assert slot not in live[side] and slot < wasserstein.capacity_of(
-            config, n)
-        live[side].add(slot)
-      assert live[side]
-    assert len(live[0]) == len(live[1]) == n
-  assert (ops.kind == matching.INSERT).mean() == 0.5
-
-
 def _stream(opt, greedy, tree, update=1e-6, hungarian=1e-2):
-  return {"checkpoints": [
-      {"opt": {1: o}, "greedy": {1: g}, "tree": {1: t},
-       "update_seconds": update, "hungarian_seconds": {1: hungarian}}
-      for o, g, t in zip(opt, greedy, tree)], "matches_rebuild": True}
+  """A replay (``matching.Replay._asdict()``) of one p, len(opt) checkpoints."""
+  return {"opt": [[o] for o in opt], "greedy": [[g] for g in greedy],
+          "tree": [[t] for t in tree],
+          "update_seconds": [[update] * len(greedy[0])] * len(opt),
+          "hungarian_seconds": [[hungarian]] * len(opt),
+          "matches_rebuild": [True] * len(greedy[0]),
+          "rebuild_seconds": [1e-3] * len(greedy[0])}
 
 
 def test_summary_averages_each_shift_over_checkpoints_then_over_shifts():
   stream = _stream([1.0, 2.0], [[1.5, 2.0], [3.0, 2.0]],
                    [[10.0, 20.0], [20.0, 30.0]])
-  s = wasserstein.summarize(stream, 1)
+  s = wasserstein.summarize(stream, 0)
   # Shift 0: (1.5 + 1.5) / 2, shift 1: (2 + 1) / 2.
   assert np.isclose(s["greedy_over_opt"], 1.5 / 2 + 0.75)
   assert np.isclose(s["greedy_over_opt_se"], 0.0)
   assert np.isclose(s["tree_over_opt"], (10 + 10 + 20 + 15) / 4)
   assert s["bound_violations"] == 0 and s["num_comparisons"] == 4
-  bad = wasserstein.summarize(_stream([2.0], [[1.0, 3.0]], [[5.0, 2.0]]), 1)
+  bad = wasserstein.summarize(_stream([2.0], [[1.0, 3.0]], [[5.0, 2.0]]), 0)
   assert bad["bound_violations"] == 2  # greedy < OPT, then greedy > W_T
 
 
@@ -69,7 +50,7 @@ def test_claim_checks_follow_the_numbers():
                    distributions=("uniform",))
   streams = {("uniform", 2, 64): _stream([1.0], [[1.5]], [[9.0]]),
              ("uniform", 8, 64): _stream([1.0], [[3.0]], [[9.0]])}
-  summary = {(*k, 1): wasserstein.summarize(s, 1) for k, s in streams.items()}
+  summary = {(*k, 1): wasserstein.summarize(s, 0) for k, s in streams.items()}
   checks = {c["id"]: c for c in wasserstein.evaluate_claim(config, summary,
                                                            streams)}
   assert checks["bound_holds"]["passed"] is True
@@ -80,8 +61,8 @@ def test_claim_checks_follow_the_numbers():
   assert checks["update_speedup_vs_hungarian"]["machine_dependent"] is True
   assert "machine_dependent" not in checks["bound_holds"]
   streams[("uniform", 8, 64)] = _stream([1.0], [[7.0]], [[6.0]], update=1e-4)
-  streams[("uniform", 8, 64)]["matches_rebuild"] = False
-  summary = {(*k, 1): wasserstein.summarize(s, 1) for k, s in streams.items()}
+  streams[("uniform", 8, 64)]["matches_rebuild"] = [False]
+  summary = {(*k, 1): wasserstein.summarize(s, 0) for k, s in streams.items()}
   checks = {c["id"]: c for c in wasserstein.evaluate_claim(config, summary,
                                                            streams)}
   assert checks["bound_holds"]["passed"] is False

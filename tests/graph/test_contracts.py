@@ -191,6 +191,16 @@ MISUSE = [
     (lambda: tta.adapt_sequence(baselines.frozen(), _MODEL, [], None, None,
                                 jax.random.key(0)), ValueError,
      "graphs is empty"),
+    (lambda: tta.evaluate_run(tta.AdaptationRun(None, [_path()], [], [], []),
+                              None, [_LABELS], [_ALL]), ValueError,
+     "evaluate_run needs the source and at least one target"),
+    (lambda: tta.evaluate_run(tta.AdaptationRun(None, [_path()] * 2, [], [],
+                                                []), None, [_LABELS], [_ALL]),
+     ValueError, r"labels and masks must hold one array per domain \(2\)"),
+    (lambda: tta.evaluate_run(tta.AdaptationRun(None, [_path()] * 2, [], [],
+                                                []), None, [_LABELS] * 2,
+                              [_ALL] * 2, repeats=0), ValueError,
+     "repeats must be an int >= 1"),
     (lambda: domains.csbm_sequence(p_in=2.0), ValueError,
      r"p_in must lie in \[0, 1\]"),
     (lambda: domains.csbm_sequence(feature_width=1), ValueError,
@@ -209,6 +219,10 @@ MISUSE = [
      "sequences holds no domain"),
     (lambda: domains.PaddedDomains({0: _SEQUENCE}, multiple=16).node_array(
         np.ones(40)), ValueError, "values must be 1-D with fewer than 32"),
+    (lambda: domains.PaddedDomains({0: _SEQUENCE}, multiple=16).node_arrays(
+        1, "labels"), ValueError, "seed 1 is not one of the padded sequences"),
+    (lambda: domains.PaddedDomains({0: _SEQUENCE}, multiple=16).node_arrays(
+        0, "graph"), ValueError, "field must be one of"),
     # 1.9 used to be truncated to node 1.
     (lambda: graph.make_graph(np.ones((3, 2), np.float32), [1.9], [1]),
      TypeError, "senders must be integer node ids"),

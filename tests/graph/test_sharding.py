@@ -314,6 +314,7 @@ NOT_SHARDED = {
     "graph.emc.adapter": _HOST_RUNS,
     "graph.generative_memory.generative_memory": _HOST_RUNS,
     "graph.tta.adapt_sequence": _HOST_RUNS,
+    "graph.tta.evaluate_run": _HOST_RUNS,
 }
 
 
@@ -393,7 +394,8 @@ def test_host_side_helpers_read_sharded_arrays(mode, contract_mesh):
 
 @_adam
 def _host_side_runs(place):
-  """fit_source, an EMC run and a generative memory's init, ``place``d."""
+  """fit_source, an EMC run (and its evaluate_run matrix) and a generative
+  memory's init, ``place``d."""
   source = place(_SOURCE, _GRAPH_SPECS)
   target = place(_TARGET, _GRAPH_SPECS)
   labels = place(_LABELS, _NODES)
@@ -410,7 +412,10 @@ def _host_side_runs(place):
   # The generative memory's update has its own case in CASES.
   memory = generative_memory.generative_memory(capacity=2).init(
       _MODEL, source, labels, labelled, jax.random.key(8))
-  return _without_normalised_biases(fit), state, run.states, memory
+  matrix = tta.evaluate_run(run, gcn.masked_accuracy, [labels] * 2,
+                            [labelled] * 2, repeats=1)["R"]
+  return (_without_normalised_biases(fit), state, run.states, memory,
+          np.asarray(matrix))
 
 
 @pytest.mark.slow

@@ -82,6 +82,23 @@ def test_adapt_sequence_compiles_once_per_signature_and_replays(
   assert len(cache) == 2  # another Tent is another function: compiled anew
 
 
+def test_evaluate_run_summarises_the_matrix_and_the_updates(padded_sequence):
+  seq, padded, _ = padded_sequence
+  run = _adapt(baselines.frozen(), padded_sequence)
+  labels, masks = (padded.node_arrays(0, f) for f in ("labels", "test_mask"))
+  assert [a.tolist() for a in labels] == [
+      padded.node_array(d.labels).tolist() for d in seq.domains]
+  out = tta.evaluate_run(run, gcn.masked_accuracy, labels, masks, repeats=1)
+  r = tta.accuracy_matrix(run.accuracy_rows(gcn.masked_accuracy, labels,
+                                            masks))
+  np.testing.assert_array_equal(np.asarray(out["R"], float), r)
+  assert {k: out[k] for k in ("average_performance", "forgetting", "diagonal",
+                              "ap_curve")} == tta.continual_metrics(r)
+  assert out["seconds_per_domain"] > 0
+  for key in ("peak_bytes", "temp_bytes"):
+    assert out[key] == max(f[key] for f in run.footprints)
+
+
 def test_accuracy_rows_of_the_frozen_model_repeat_its_columns(padded_sequence):
   seq, padded, model = padded_sequence
   run = _adapt(baselines.frozen(), padded_sequence)

@@ -17,6 +17,9 @@ _OTHER_STATE = matching.ShiftedQuadtree(dim=2, capacity=3, resolution=0.5).init(
 _JIT_INSERT = jax.jit(_TREE.insert)
 _JIT_COST = jax.jit(_TREE.matching_cost)
 _NO_PAIRS = matching.Matching(*(jnp.full(2, -1, jnp.int32),) * 2)
+# A stream of one point per side (capacity 2 = stream_capacity(1, 4)).
+_STREAM = matching.make_stream(0, "uniform", 2, 1, num_ops=4, block=4)
+_KEYS = jax.random.split(jax.random.key(0), 1)
 
 
 def _ops(**fields):
@@ -134,6 +137,42 @@ MISUSE = [
     (_quadtree(p="2"), ValueError, "p must be a real number"),
     (_quadtree(domain=np.inf), ValueError, "domain must be finite"),
     (_quadtree(resolution=np.nan), ValueError, "resolution must be finite"),
+    (lambda: matching.make_stream(0, "gaussian", 2, 4, num_ops=8, block=4),
+     ValueError, "distribution must be one of"),
+    (lambda: matching.make_stream(0, "uniform", 2, 4, num_ops=12, block=6),
+     ValueError, "block must be a multiple of 4"),
+    (lambda: matching.make_stream(0, "uniform", 2, 4, num_ops=10, block=4),
+     ValueError, "num_ops must be a multiple of block = 4"),
+    (lambda: matching.make_stream(0, "uniform", 2, 0, num_ops=8, block=4),
+     ValueError, "n must be an int >= 1"),
+    (lambda: matching.make_stream(0, "uniform", 2.0, 4, num_ops=8, block=4),
+     TypeError, "dim must be an int >= 1"),
+    (lambda: matching.make_stream(0, "clustered", 2, 4, num_ops=8, block=4,
+                                  cluster_scale=-0.1),
+     ValueError, "cluster_scale must be >= 0"),
+    (lambda: matching.stream_capacity(4, 2), ValueError,
+     "block must be an int >= 4"),
+    (lambda: matching.replay_stream(_TREE, _KEYS, *_STREAM, ps=(1, 1)),
+     ValueError, "ps must be distinct"),
+    (lambda: matching.replay_stream(_TREE, _KEYS, *_STREAM, ps=()),
+     ValueError, "ps must be a non-empty sequence"),
+    (lambda: matching.replay_stream(_TREE, _KEYS, *_STREAM, ps=(0,)),
+     ValueError, r"ps\[i\] must be > 0"),
+    (lambda: matching.replay_stream(_TREE, jax.random.key(0), *_STREAM,
+                                    ps=(1,)),
+     TypeError, "keys must be a 1-D batch of PRNG keys"),
+    (lambda: matching.replay_stream(_TREE, _KEYS, *_STREAM[:2],
+                                    tuple(_STREAM[2]), ps=(1,)),
+     TypeError, "ops must be Operations"),
+    (lambda: matching.replay_stream(_TREE, _KEYS, *_STREAM[:2], _ops(),
+                                    ps=(1,)),
+     ValueError, r"ops must hold \[num_blocks, block\] operations"),
+    (lambda: matching.replay_stream(None, _KEYS, *_STREAM, ps=(1,)),
+     TypeError, "tree must be a ShiftedQuadtree"),
+    (lambda: matching.ratios_to_opt([1.0], [1.0], [1.0]), ValueError,
+     r"greedy and tree \[checkpoints, shifts\]"),
+    (lambda: matching.ratios_to_opt([1.0], [[1.0]], [[1.0]], rtol=-1.0),
+     ValueError, "rtol must be >= 0"),
 ]
 
 

@@ -49,6 +49,13 @@ NOT_SHARDED = {
                          " matrix",
     "matching.raise_errors": "host-side: reads state.error into a Python int"
                              " to raise a named error",
+    "matching.make_stream": "host-side numpy generator of points and"
+                            " operations; takes no device arrays",
+    "matching.stream_capacity": "a Python int from two Python ints",
+    "matching.replay_stream": "host-side: eager, timed calls per structure and"
+                              " scipy's OPT on numpy points; the structure"
+                              " itself is the matching.ShiftedQuadtree case",
+    "matching.ratios_to_opt": "host-side numpy summary of a replay's costs",
 }
 
 

@@ -11,6 +11,7 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from jaxpapers import models
@@ -95,6 +96,51 @@ _ROWS_MODEL_COLUMNS_DATA = {"kernel": jax.P("model", "data"),
 
 _MLP_PARAMS = models.init_mlp(jax.random.key(0), (8, 16, 4))
 
+
+def _train_chunk_case():
+  """Two members' training chunk, the windows sharded along the batch axis."""
+  group = models.ForecasterGroup("penalty", 0, (0.0, 0.1), (0, 1))
+  tx = models.forecaster_optimizer(1e-3, weight_decay=0.0, clip_norm=1.0)
+  graphdef, state, keys = models.init_group(group, lambda key: (
+      models.make_forecaster("mlp", 8, 4, key, hidden=(8, 8))), tx)
+  chunk = models.make_train_chunk(group, graphdef, tx, batch_size=4,
+                                  num_steps=2)
+
+  def run(state, contexts, truths):
+    # optax 0.2.8 mixes its int32 step count into Adam's float arithmetic
+    # (see tests/conftest.py::standard_dtype_promotion).
+    with jax.numpy_dtype_promotion("standard"):
+      return chunk(state, jnp.asarray(group.lams), keys, (contexts, truths))
+
+  return run, (state, _WINDOWS, _f32(8, 2, 4)), (None, jax.P("data"),
+                                                  jax.P("data"))
+
+
+_LANGUAGE_MODEL = models.LanguageModel(_LM)
+_LM_PARAMS = _LANGUAGE_MODEL.init(0)
+_LOOKAHEAD = models.lookahead(optax.sgd(0.1), sync_period=2, slow_step_size=0.5)
+_STREAM = jnp.asarray(_rng.integers(0, 16, (64,)), jnp.int32)
+
+
+def _lookahead_chunk(params, tokens):
+  """Two lookahead steps on windows drawn from a (sharded) token stream."""
+  held = _LOOKAHEAD.wrap_params(params)
+  with jax.numpy_dtype_promotion("standard"):  # optax.lookahead mixes dtypes
+    return models.train_chunk(
+        _LANGUAGE_MODEL.loss, _LOOKAHEAD, held, _LOOKAHEAD.tx.init(held),
+        tokens, jax.random.key(0), jnp.int32(0), num_steps=2, batch_size=4,
+        length=7)
+_TRAINER = models.LMTrainer(
+    _LANGUAGE_MODEL, lambda lr: models.Optimizer(optax.sgd(lr)), chunk_steps=2,
+    batch_size=4, length=7)
+
+
+def _trainer_chunk(params, tokens, windows):
+  """Two SGD steps of models.LMTrainer, then its two-point validation."""
+  state = (params, optax.sgd(0.1).init(params))
+  state, loss = _TRAINER.chunk(state, (0.1,), tokens, jax.random.key(0), 0)
+  return state, loss, _TRAINER.validate(state, (0.1,), windows, 2)
+
 CASES = {
     "models.Transformer+models.dense_ffn+models.MLP+models.next_token_loss"
     "+models.attention_mask": _module_case(
@@ -145,15 +191,48 @@ CASES = {
         (jnp.asarray(_rng.normal(size=(4, 8, 16)), jnp.float32), _TOKENS,
          jnp.asarray(_rng.random((4, 8)) < 0.6)),
         (jax.P("data", None, "model"), jax.P("data"), jax.P("data"))),
+    "models.make_train_chunk": _train_chunk_case(),
     "models.moving_average": (
         jax.vmap(lambda w: models.moving_average(w, 3)), (_WINDOWS,),
         (jax.P("data", "model"),)),
+    "models.LanguageModel+models.mean_loss": (
+        lambda params, windows: models.mean_loss(_LANGUAGE_MODEL, params,
+                                                 windows, 2),
+        (_LM_PARAMS, _TOKENS), (None, jax.P("data"))),
+    "models.train_chunk+models.lookahead": (
+        _lookahead_chunk, (_LM_PARAMS, _STREAM), (None, jax.P("model"))),
+    "models.LMTrainer": (
+        _trainer_chunk, (_LM_PARAMS, _STREAM, _TOKENS),
+        (None, jax.P("model"), jax.P("data"))),
 }
 
 NOT_SHARDED = {
+    "models.forecast_task": "cuts a numpy series into numpy windows on the"
+                            " host; no device arrays",
+    "models.make_forecaster": "builds a DLinear or MLPForecaster from sizes"
+                              " and a key (their sharded calls: the"
+                              " models.DLinear and models.MLPForecaster cases)",
+    "models.forecaster_optimizer": "an optax transform built from scalars",
+    "models.init_group": "fresh state from seeds, a model factory and an"
+                         " optimizer; takes no device arrays",
+    "models.evaluate_members": "runs eagerly, one member at a time"
+                               " (device_get per member); its jitted"
+                               " per-member step is losses.free_running_errors,"
+                               " a case of tests/losses/test_sharding.py",
     "models.TransformerConfig": "a frozen dataclass of static model sizes",
     "models.fsdp_gathered": "a decorator: takes a method, no arrays (its"
                             " sharded use: the amr and routing FSDP cases)",
+    "models.load_corpus": "reads text files on the host; returns numpy tokens",
+    "models.validation_windows": "draws the fixed windows once, before"
+                                 " training (the draw: data.text.sample_windows's"
+                                 " case)",
+    "models.wsd_schedule": "a schedule factory: takes Python step counts and"
+                           " a peak, no arrays",
+    "models.muon_dimension_numbers": "reads only each leaf's rank and path: no"
+                                     " array math",
+    "models.schedule_free": "an optimizer factory: takes an optax"
+                            " transformation, no arrays",
+    "models.steps_to_reach": "reads host-side metric records (Python floats)",
 }
 
 
@@ -161,6 +240,7 @@ NOT_SHARDED = {
 NUMERIC_CASES = {
     "models.attention_mask": ("Auto",),
     "models.gather_fsdp_params_like": ("Explicit",),
+    "models.LanguageModel+models.mean_loss": ("Auto",),
 }
 
 

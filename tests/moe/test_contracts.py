@@ -25,6 +25,7 @@ _x = jnp.ones((B, L, D))
 _gates = jnp.full((B, L, K), 0.5)
 _LAYER = moe.MoE(D, moe.MoEConfig(num_experts=E, k=K, d_hidden=F),
                  rngs=nnx.Rngs(0))
+_GRAPHDEF = nnx.split(_LAYER)[0]
 
 MISUSE = [
     # Without the k axis the (B, L) ids used to be read with k = L.
@@ -119,6 +120,26 @@ MISUSE = [
      r"segment_ids_BxL must have shape \(B, L\)"),
     (lambda: moe.select_experts(_LAYER, _x, num_experts=2.5), ValueError,
      "num_experts must be an int >= 1"),
+    (lambda: moe.train_steps({}, None, jnp.arange(64), graphdef=_GRAPHDEF,
+                             tx=None, first_step=0, num_steps=1,
+                             data_key=None, pool_key=None, batch_size=2,
+                             context=8),
+     TypeError, r"state must be a \(params, opt_state\) pair"),
+    (lambda: moe.train_steps((None, None), None, jnp.arange(64), graphdef=None,
+                             tx=None, first_step=0, num_steps=1,
+                             data_key=None, pool_key=None, batch_size=2,
+                             context=8),
+     TypeError, "graphdef must be an nnx.GraphDef"),
+    (lambda: moe.train_steps((None, None), None, jnp.arange(64),
+                             graphdef=_GRAPHDEF, tx=None, first_step=0,
+                             num_steps=0, data_key=None, pool_key=None,
+                             batch_size=2, context=8),
+     ValueError, "num_steps must be an int >= 1"),
+    (lambda: moe.subset_bits_per_byte(_LAYER, jnp.arange(8), None, [1]),
+     ValueError, r"windows_NxL1 must be \(N, L \+ 1 >= 2\)"),
+    (lambda: moe.subset_bits_per_byte(_LAYER, jnp.ones((2, 9), jnp.int32),
+                                      None, [1], rng=0),
+     TypeError, "rng must be a numpy.random.Generator or None"),
 ]
 
 

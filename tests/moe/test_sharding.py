@@ -165,6 +165,15 @@ NOT_SHARDED = {
         "host-side greedy loop (numpy argsort of concrete statistics), not"
         " jittable; checked on sharded models by"
         " tests/moe/test_sharding.py::test_host_functions_take_sharded_arrays",
+    "moe.train_steps":
+        "a jitted scan of optimizer steps whose loss is moe.training_loss of"
+        " the moe_ffn_factory Transformer, sharded in its CASES row; the"
+        " steps draw their windows and pools inside",
+    "moe.subset_bits_per_byte":
+        "host-side evaluation loop around moe.select_experts (host-side,"
+        " checked on sharded models by"
+        " tests/moe/test_sharding.py::test_host_functions_take_sharded_arrays)"
+        " and jitted forward passes of pruned models",
     "moe.domain_mutual_information":
         "host-side numpy score of concrete usage; checked on sharded usage by"
         " tests/moe/test_sharding.py::test_host_functions_take_sharded_arrays",

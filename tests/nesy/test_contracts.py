@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from jaxpapers import nesy
@@ -11,6 +12,11 @@ _PROGRAM = nesy.DigitAddition(1)
 _TABLE = nesy.addition_program(1)
 _LOGITS = jnp.zeros((2, 2, 10))
 _LABELS = jnp.zeros((2, 2), jnp.int32)
+_OPT = optax.sgd(0.1)
+_STEP = nesy.make_train_step("semantic", _PROGRAM, _OPT)
+_STATE = nesy.init_state(jax.random.key(0), _OPT, (4, 3, 10))
+_IMAGES = jnp.zeros((5, 4))
+_PROBLEMS = jnp.zeros((6, 2), jnp.int32)
 
 MISUSE = [
     (lambda: nesy.DigitAddition(0), ValueError, "num_digits must be an int >= 1"),
@@ -156,6 +162,43 @@ MISUSE = [
     (lambda: nesy.EnumeratedProgram(np.zeros((1, 2), np.int32),
                                     np.zeros(1, np.int32), 1), ValueError,
      "need num_symbols >= 1 and num_values >= 2"),
+    # Training (jaxpapers.nesy.training).
+    (lambda: nesy.make_train_step("em_gibbs", _PROGRAM, _OPT), ValueError,
+     "method must be one of"),
+    (lambda: nesy.make_train_step("em_exact", 5, _OPT), TypeError,
+     "program must be a NeSy program"),
+    (lambda: nesy.make_train_step("em_exact", _PROGRAM, 0.1), TypeError,
+     "optimizer must be an optax GradientTransformation"),
+    (lambda: nesy.make_train_step("em_exact", _PROGRAM, _OPT, m_steps=0),
+     ValueError, "m_steps must be an int >= 1"),
+    (lambda: nesy.make_train_step("reinforce", _PROGRAM, _OPT,
+                                  reinforce_samples=1), ValueError,
+     "reinforce_samples must be an int >= 2"),
+    (lambda: nesy.init_state(jax.random.key(0), "adam"), TypeError,
+     "optimizer must be an optax GradientTransformation"),
+    (lambda: nesy.train_epoch(_STEP, _STATE, jax.random.key(0), _IMAGES,
+                              _PROBLEMS, _PROBLEMS, batch_size=7),
+     ValueError, r"batch_size must be an int in \[1, 6\]"),
+    (lambda: nesy.train_epoch(_STEP, _STATE, jax.random.key(0), _IMAGES,
+                              _PROBLEMS, jnp.zeros((5, 2), jnp.int32),
+                              batch_size=2), ValueError,
+     r"problems must be \(S, K\) and labels \(S, ...\)"),
+    (lambda: nesy.train_epoch(_STEP, _STATE, jax.random.key(0), _IMAGES,
+                              _PROBLEMS.astype(jnp.float32),
+                              jnp.zeros((6, 2), jnp.int32), batch_size=2),
+     TypeError, "problems must be int indices"),
+    (lambda: nesy.addition_accuracy(_PROGRAM, _STATE.params, _IMAGES,
+                                    _PROBLEMS, jnp.zeros((6, 2), jnp.int32),
+                                    jnp.zeros(4, jnp.int32)), ValueError,
+     r"digits \(5,\) for 5 images"),
+    (lambda: nesy.addition_batch(np.zeros((4, 3)), np.arange(5), 2, 1,
+                                 seed=0), ValueError,
+     "one of digit_labels .n,. per image"),
+    (lambda: nesy.step_costs(np.zeros((10, 4)), np.arange(10), num_digits=(),
+                             enumerated=(3,), optimizer=_OPT), ValueError,
+     r"enumerated must be an int in \[1, 2\]"),
+    (lambda: nesy.step_costs(np.zeros((10, 4)), np.arange(10), num_digits=(),
+                             optimizer=_OPT), ValueError, "name no N to time"),
 ]
 
 

@@ -9,6 +9,7 @@ symbol axis (two digits over "data", the batch over "model").
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from jaxpapers import nesy
 from jaxpapers import tree
@@ -27,6 +28,12 @@ _XOR_LOGITS = jnp.asarray(_rng.normal(size=(8, 3, 4)), jnp.float32)
 _XOR_LABELS = jnp.asarray(_rng.integers(0, 4, 8), jnp.int32)
 _KEY = jax.random.key(0)
 _DATA = jax.P("data")
+_OPT = optax.sgd(0.1)
+_STATE = nesy.init_state(_KEY, _OPT, (4, 6, 10))
+_IMAGES = jnp.asarray(_rng.normal(size=(8, 4)), jnp.float32)
+_DIGITS = jnp.asarray(_rng.integers(0, 10, 8), jnp.int32)
+_PROBLEMS, _SUM_LABELS = (jnp.asarray(a) for a in nesy.addition_examples(
+    np.asarray(_DIGITS), 8, 1, seed=0))
 
 
 def _em_step(logits, labels):
@@ -74,7 +81,36 @@ def _digits_sharded(key, logits, labels):
   return _chain(key, logits, labels), _semantic(logits, labels)
 
 
+def _train_step(state, key, x, labels):
+  """One exact-EM step and one semantic-loss step from the same state."""
+  return [nesy.make_train_step(m, _ADDITION, _OPT)(state, key, x, labels)
+          for m in ("em_exact", "semantic")]
+
+
+def _train_epoch(state, key, images, problems, labels):
+  step = nesy.make_train_step("em_exact", _ADDITION, _OPT)
+  return nesy.train_epoch(step, state, key, images, problems, labels,
+                          batch_size=4)
+
+
+def _accuracy(params, images, problems, labels, digits):
+  return nesy.addition_accuracy(_ADDITION, params, images, problems, labels,
+                                digits)
+
+
 CASES = {
+    # The batch along "data"; the state and key replicated.
+    "nesy.make_train_step": (
+        _train_step, (_STATE, _KEY, _IMAGES[_PROBLEMS], _SUM_LABELS),
+        (None, None, _DATA, _DATA)),
+    # The sums along "data", the image pool replicated (each device gathers
+    # its own sums' images).
+    "nesy.train_epoch": (
+        _train_epoch, (_STATE, _KEY, _IMAGES, _PROBLEMS, _SUM_LABELS),
+        (None, None, None, _DATA, _DATA)),
+    "nesy.addition_accuracy": (
+        _accuracy, (_STATE.params, _IMAGES, _PROBLEMS, _SUM_LABELS, _DIGITS),
+        (None, None, _DATA, _DATA, None)),
     "nesy.estep+nesy.em_step+nesy.em_loss": (
         _em_step, (_LOGITS_BxKxV, _LABELS_BxL), (_DATA, _DATA)),
     "nesy.log_z+nesy.semantic_loss": (_semantic, (_LOGITS_BxKxV, _LABELS_BxL),
@@ -93,6 +129,13 @@ CASES = {
 }
 
 NOT_SHARDED = {
+    "nesy.init_state": "builds an MLP and its optimizer state from a key and"
+                       " Python sizes; takes no batch",
+    "nesy.addition_batch": "host-side numpy draw of problems"
+                           " (nesy.addition_examples) and one gather",
+    "nesy.step_costs": "compiles and times training steps on host-built"
+                       " batches: a wall-clock measurement, not a"
+                       " computation on device arrays",
     "nesy.addition_examples": "host-side numpy: draws pool indices and sums"
                               " them with Python carries",
     "nesy.digits_to_int": "host-side Python ints, exact for any length",
@@ -102,6 +145,9 @@ NOT_SHARDED = {
 
 # Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
+    "nesy.make_train_step": ("Explicit",),
+    "nesy.train_epoch": ("Explicit",),
+    "nesy.addition_accuracy": ("Explicit",),
     "nesy.DigitAddition": ("Explicit",),
     "nesy.DigitAddition+nesy.log_z+nesy.semantic_loss": ("Explicit",),
     "nesy.EnumeratedProgram+nesy.enumerate_program+nesy.addition_program":

@@ -38,6 +38,13 @@ def _rl_step(pool):
                           training.RLConfig())
 
 
+def _multi_run(**overrides):
+  kwargs = dict(tasks=(_TASKS, _TASKS, None), lam=[0.05], world_model_only=[False],
+                seeds=[0], eval_temperature=1.0, eval_samples=1)
+  kwargs.update(overrides)
+  return training.multi_run(None, kwargs.pop("tasks"), None, _LAYOUT,
+                            training.RLConfig(), **kwargs)
+
 MISUSE = [
     (lambda: rl.token_log_probs(_LOGITS, _TARGETS, temperature=0.0),
      ValueError, "temperature must be > 0 and finite"),
@@ -167,6 +174,21 @@ MISUSE = [
     (lambda: training.evaluate(None, None, jax.random.key(0), _TASKS, None,
                                _LAYOUT, temperature=1.0, samples=0),
      ValueError, "samples must be an int >= 1"),
+    (lambda: training.warm_start_chunk(None, _TASKS, None, _LAYOUT, 0,
+                                       jax.random.key(0)),
+     ValueError, "batch must be an int >= 1"),
+    (lambda: training.warm_start_chunk(None, _NO_TASKS, None, _LAYOUT, 2,
+                                       jax.random.key(0)),
+     ValueError, "pool must hold at least one task"),
+    (lambda: _multi_run(world_model_only=[False, True]), ValueError,
+     "one entry per run"),
+    (lambda: _multi_run(lam=[-0.05]), ValueError, "lam must be >= 0"),
+    (lambda: _multi_run(lambda_scale=1.0), TypeError,
+     "lambda_scale must be callable"),
+    (lambda: _multi_run(eval_samples=0), ValueError,
+     "eval_samples must be an int >= 1"),
+    (lambda: _multi_run(tasks=(_NO_TASKS, _TASKS, None)), ValueError,
+     "train must hold at least one task"),
 ]
 
 

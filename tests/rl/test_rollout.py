@@ -1,7 +1,8 @@
 """Cached decoding against the full forward; sampled rollouts against the shell; one update.
 
 ``training.rl_step`` and ``training.evaluate`` run whole in the experiment's
-smoke test (tests/experiments).
+smoke test (tests/experiments); ``training.multi_run`` and
+``training.warm_start_chunk`` are compared with the steps they scan here.
 """
 
 from flax import nnx
@@ -109,3 +110,54 @@ def test_one_update(split_model, tasks, standard_dtype_promotion):
   np.testing.assert_allclose(loss, 0.05 * aux["env"], rtol=1e-6)
   with pytest.raises(ValueError, match="group_size"):
     training.RLConfig(group_size=1)
+
+
+@pytest.mark.slow
+def test_multi_run_steps_each_run_as_rl_step_alone(split_model, tasks,
+                                                   standard_dtype_promotion):
+  del standard_dtype_promotion  # optax's Adam mixes int32 counts into floats
+  graphdef, params = split_model
+  tx = training.optimizer(1e-3, 0)
+  config = training.RLConfig(tasks_per_step=2, group_size=2)
+  probe = jax.jit(training.random_transcripts, static_argnums=(2, 3))(
+      jax.random.key(1), tasks, 4, LAYOUT)
+  runs = training.multi_run(
+      graphdef, (tasks, tasks, probe), tx, LAYOUT, config, lam=[0.0, 0.05],
+      world_model_only=[False, True], seeds=[3, 4],
+      lambda_scale=lambda step: 0.5, eval_temperature=0.8, eval_samples=1)
+  stacked = jax.tree.map(lambda x: jnp.stack([x, x]), params)
+  (new, _), metrics = runs.chunk((stacked, jax.vmap(tx.init)(stacked)),
+                                 jnp.int32(5), 1)
+  assert metrics["loss"].shape == (2,)
+  # Run 1 alone: its seed's key folded with step 5, lam 0.05 x 0.5, no verifier.
+  alone, _, alone_metrics = jax.jit(
+      training.rl_step, static_argnums=(0, 7, 8, 9))(
+          graphdef, params, tx.init(params),
+          jax.random.fold_in(jax.random.key(4), 5), tasks, jnp.float32(0.025),
+          jnp.bool_(True), tx, LAYOUT, config)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a[1], b, rtol=1e-4,
+                                                       atol=1e-6), new, alone)
+  np.testing.assert_allclose(metrics["loss"][1], alone_metrics["loss"],
+                             rtol=1e-4)
+  evaluation = runs.evaluate(new, jnp.int32(6))
+  assert evaluation["pass_at_1"].shape == evaluation["env_ce"].shape == (2,)
+
+
+def test_warm_start_chunk_scans_warm_start_steps(split_model, tasks,
+                                                 standard_dtype_promotion):
+  del standard_dtype_promotion
+  graphdef, params = split_model
+  tx, key = training.optimizer(1e-3, 0), jax.random.key(7)
+  chunk = training.warm_start_chunk(graphdef, tasks, tx, LAYOUT, 2, key)
+  (new, _), losses = chunk((params, tx.init(params)), jnp.int32(3), 2)
+  step = jax.jit(training.warm_start_step, static_argnums=(0, 5, 6, 7))
+  state = (params, tx.init(params))
+  expected = []
+  for t in (3, 4):
+    *state, loss = step(graphdef, *state, jax.random.fold_in(key, t), tasks,
+                        tx, LAYOUT, 2)
+    expected.append(loss)
+  np.testing.assert_allclose(losses, expected, rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5,
+                                                       atol=1e-7),
+               new, state[0])

@@ -154,6 +154,29 @@ def _rl_step(params, pool, key):
                           _RL)
 
 
+@_adam
+def _warm_start_chunk(params, pool, key):
+  tx = training.optimizer(1e-3, warmup_steps=1)
+  chunk = training.warm_start_chunk(_POLICY[0], pool, tx, _LAYOUT, B, key)
+  # One step, as the warm_start_step case: Adam's update of near-zero
+  # gradients after the warm-up amplifies reassociation noise.
+  return chunk((params, tx.init(params)), jnp.int32(0), 1)
+
+
+@_adam
+def _multi_run(params, pool, probe):
+  """Two runs (GRPO, world model only) stacked: one vmapped step, then evaluated."""
+  tx = training.optimizer(1e-3, warmup_steps=1)
+  runs = training.multi_run(
+      _POLICY[0], (pool, pool, probe), tx, _LAYOUT, _RL, lam=[0.0, 0.05],
+      world_model_only=[False, True], seeds=[0, 1], eval_temperature=0.8,
+      eval_samples=1)
+  stacked = jax.tree.map(lambda x: jnp.stack([x, x]), params)
+  state, metrics = runs.chunk((stacked, jax.vmap(tx.init)(stacked)),
+                              jnp.int32(0), 1)
+  return state, metrics, runs.evaluate(state[0], jnp.int32(1))
+
+
 def _sample(params, tasks, key):
   return rollout.sample_split(_POLICY[0], params, tasks, key, _LAYOUT,
                               temperature=0.8)
@@ -219,6 +242,12 @@ CASES = {
     "+rl.training.transcript_log_probs": (
         _rl_step, (_POLICY[1], _POOL, jax.random.key(3)),
         (_POLICY[2], _TASK_SPECS, None)),
+    "rl.training.warm_start_chunk": (
+        _warm_start_chunk, (_POLICY[1], _POOL, jax.random.key(2)),
+        (_POLICY[2], _TASK_SPECS, None)),
+    "rl.training.multi_run": (
+        _multi_run, (_POLICY[1], _POOL, _PROBE),
+        (_POLICY[2], _TASK_SPECS, _TRANSCRIPT_SPECS)),
     "rl.training.evaluate": (
         _evaluate, (_POLICY[1], jax.random.key(4), _POOL, _PROBE),
         (_POLICY[2], None, _TASK_SPECS, _TRANSCRIPT_SPECS)),
@@ -271,9 +300,13 @@ NUMERIC_CASES = {
     "rl.training.transcript_log_probs+rl.training.evaluate": ("Explicit",),
     "rl.training.warm_start_step+rl.training.random_transcripts+"
     "rl.training.pretraining_mask+rl.training.optimizer": ("Explicit",),
+    "rl.training.warm_start_chunk": ("Explicit",),
+    "rl.training.multi_run": ("Explicit",),
 }
 # Numeric cases of 1.5 s or more: the slow suite, which CI runs.
 SLOW_CASES = {
+    "rl.training.warm_start_chunk",
+    "rl.training.multi_run",
     "rl.rollout.sample+rl.rollout.sample_split",
     "rl.rollout.sample_split+rl.rollout.sample",
     "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation+"

@@ -28,6 +28,21 @@ def _train(coords=_COORDS, tours=_TOURS, first_step=0, **kwargs):
                              tx=tx, **kwargs)
 
 
+def _blocks(first_step=0, num_steps=2, block_steps=1):
+  tx = routing.optimizer(1e-3, steps_per_epoch=1)
+  state = routing.TrainState(_PARAMS, tx.init(_PARAMS))
+  return routing.train_blocks(state, _COORDS, _TOURS, _KEY, first_step,
+                              num_steps, graphdef=_GRAPHDEF, tx=tx,
+                              batch_size=2, block_steps=block_steps)
+
+
+def _flops(coords=_COORDS, tours=_TOURS, batch_size=2):
+  tx = routing.optimizer(1e-3, steps_per_epoch=1)
+  state = routing.TrainState(_PARAMS, tx.init(_PARAMS))
+  return routing.train_step_flops(state, coords, tours, graphdef=_GRAPHDEF,
+                                  tx=tx, batch_size=batch_size)
+
+
 def _gaps(coords=_COORDS, lengths=(1.0,) * 4):
   lengths = jnp.asarray(lengths)
   return routing.greedy_gaps(_PARAMS, coords, lengths, graphdef=_GRAPHDEF)
@@ -134,6 +149,17 @@ MISUSE = [
     (lambda: _train(batch_size=2.5), ValueError,
      "batch_size must be an int >= 1"),
     (lambda: _train(num_steps=0), ValueError, "num_steps must be an int >= 1"),
+    (lambda: _blocks(first_step=-1), ValueError,
+     "first_step must be an int >= 0"),
+    (lambda: _blocks(num_steps=0), ValueError, "num_steps must be an int >= 1"),
+    (lambda: _blocks(block_steps=1.5), ValueError,
+     "block_steps must be an int >= 1"),
+    (lambda: _blocks(num_steps=3, block_steps=2), ValueError,
+     "num_steps must be a multiple of block_steps; got 3 and 2"),
+    (lambda: _flops(batch_size=0), ValueError, "batch_size must be an int >= 1"),
+    (lambda: _flops(tours=_TOURS[:3]), ValueError,
+     "tours_MxN must label every instance: 3 tours for 4 instances"),
+    (lambda: _flops(_NAN_COORDS), ValueError, _NON_FINITE),
     (lambda: _gaps(lengths=jnp.ones((3,))), ValueError,
      r"optimal_lengths_B must be a real array of shape \[4\]"),
     (lambda: _gaps(lengths=jnp.array([1.0, -1.0, 1.0, 1.0])), ValueError,

@@ -224,6 +224,13 @@ def test_training_learns_and_resumes_exactly():
                                           jnp.asarray(6), num_steps=6, **kwargs)
   np.testing.assert_allclose(np.concatenate([first, second]), losses,
                              rtol=1e-5)
+  # train_blocks: the same two 6-step calls (the compiled scan reused), so
+  # the very same numbers.
+  blocks, block_losses = imitation.train_blocks(state, coords, tours, key, 0,
+                                                12, block_steps=6, **kwargs)
+  np.testing.assert_array_equal(block_losses, np.concatenate([first, second]))
+  for a, b in zip(jax.tree.leaves(blocks), jax.tree.leaves(resumed)):
+    np.testing.assert_array_equal(a, b)
   for a, b in zip(jax.tree.leaves(straight), jax.tree.leaves(resumed)):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
   fixed = routing.partial_paths(jax.random.key(9), tours)
@@ -232,6 +239,21 @@ def test_training_learns_and_resumes_exactly():
   # 12 small steps: a drop of 0.5% is far outside float rounding.
   assert held_loss(straight.params) < 0.995 * held_loss(params)
   assert all(np.all(np.isfinite(p)) for p in jax.tree.leaves(straight.params))
+
+
+@pytest.mark.usefixtures("standard_dtype_promotion")
+def test_step_flops_are_xla_counts_that_grow_with_the_batch():
+  graphdef, params = nnx.split(_model(8, 1), nnx.Param)
+  tx = imitation.optimizer(1e-2, steps_per_epoch=4)
+  state = imitation.TrainState(params, tx.init(params))
+  coords = routing.random_instances(0, 16, 7)
+  tours = jnp.tile(jnp.arange(7, dtype=jnp.int32), (16, 1))
+  flops = {b: imitation.train_step_flops(state, coords, tours, graphdef=graphdef,
+                                         tx=tx, batch_size=b) for b in (8, 16)}
+  assert isinstance(flops[8], float) and flops[8] > 0
+  # The forward and backward passes are linear in the batch; the optimizer
+  # update (a few hundred parameters) is not.
+  assert 1.5 * flops[8] < flops[16] < 2 * flops[8]
 
 
 def test_optimizer_rejects_bad_schedules():

@@ -122,6 +122,11 @@ _HOST = ("host-side numpy solver on concrete instances (not jittable); checked"
          " on sharded device arrays by"
          " tests/routing/test_sharding.py::test_host_solvers_take_sharded_arrays")
 NOT_SHARDED = {
+    "routing.train_blocks": "a Python loop of train_steps calls (case"
+                            " routing.optimizer+routing.train_steps) and one"
+                            " concatenate of their losses",
+    "routing.train_step_flops": "lowers one train_steps step to read XLA's"
+                                " FLOP count (a Python float); runs nothing",
     "routing.HeavyDecoderConfig": "a frozen dataclass of static model sizes",
     "routing.layer_parameter_count": "Python-int formula of static sizes",
     "routing.decoder_parameter_count": "Python-int formula of a static config",

@@ -13,6 +13,8 @@ _GENERATOR = var.toy_generator(jax.random.key(0), scales=(1, 2), num_bits=4,
 _SOURCE = var.sample(_GENERATOR, jax.random.key(1), jnp.ones(4), cfg_scale=2.0)
 _up = lambda c: jnp.broadcast_to(c, (2, 2, 1))
 _PROMPT = jnp.ones(4)
+_BATCH = var.edit_batch(_GENERATOR, jax.random.key(3), 2, cfg_scale=2.0,
+                        mask_seed=0, mask_sides=(1, 2), reference_samples=2)
 _NAN = float("nan")
 
 
@@ -203,6 +205,45 @@ MISUSE = [
      r"latent must be the \(H, W, d\) latent"),
     (lambda: toy.linear_resize_matrix(0, 2), ValueError,
      "size_out must be an int >= 1"),
+    # A batch of editing tasks and the scores of an edit.
+    (lambda: var.edit_batch(_GENERATOR, jax.random.key(0), 0, cfg_scale=2.0,
+                            mask_seed=0, mask_sides=(1, 2)), ValueError,
+     "num_images must be an int >= 1"),
+    (lambda: var.edit_batch(_GENERATOR, jax.random.key(0), 2, cfg_scale=2.0,
+                            mask_seed=0), ValueError,
+     r"mask_sides\[1\] must be an int in \[1, 2\]"),
+    (lambda: var.edit_batch(_GENERATOR, jax.random.key(0), 2, cfg_scale=2.0,
+                            mask_seed=0, mask_sides=(2, 1)), ValueError,
+     r"mask_sides must be \(low, high\) with 1 <= low <= high <= 2"),
+    (lambda: var.edit_batch(_GENERATOR, jax.random.key(0), 2, cfg_scale=2.0,
+                            mask_seed=0, mask_sides=(1, 2), edit_scale=-1.0),
+     ValueError, "edit_scale must be >= 0"),
+    (lambda: var.edit_batch(_GENERATOR, jax.random.key(0), 2, cfg_scale=_NAN,
+                            mask_seed=0, mask_sides=(1, 2)), ValueError,
+     "cfg_scale .the CFG scale. must be finite"),
+    (lambda: var.edit_batch(_GENERATOR, jax.random.key(0), 2, cfg_scale=2.0,
+                            mask_seed=0.5, mask_sides=(1, 2)), TypeError,
+     "mask_seed must be an int >= 0"),
+    (lambda: var.score_edits(_GENERATOR, tuple(_BATCH), var.bit_edit(),
+                             cfg_scale=2.0), TypeError,
+     "batch must be an EditBatch"),
+    (lambda: var.score_edits(_GENERATOR, _BATCH, var.bit_edit(),
+                             cfg_scale=2.0, masked="yes"), TypeError,
+     "masked must be a bool"),
+    (lambda: var.score_edits(_GENERATOR, _BATCH, (1.0, 0.1), cfg_scale=2.0),
+     TypeError, "config must be a BitEdit"),
+    (lambda: var.edit_scores(jnp.ones((4, 4, 3)), jnp.ones((4, 4)),
+                             jnp.ones((4, 4, 3)), jnp.ones((2, 2))), ValueError,
+     r"source_image must have the edited image's shape \(4, 4, 3\)"),
+    (lambda: var.edit_scores(jnp.ones((4, 4, 3)), jnp.ones((4, 4, 3)),
+                             jnp.ones((4, 4, 3)), jnp.ones(2)), ValueError,
+     r"image must be \(H \* patch, W \* patch, C\) and mask \(H, W\)"),
+    (lambda: var.edit_scores(jnp.ones((4, 6, 3)), jnp.ones((4, 6, 3)),
+                             jnp.ones((4, 6, 3)), jnp.ones((2, 2))), ValueError,
+     "must be the same whole multiple .patch. of the mask's"),
+    (lambda: var.edit_scores(jnp.ones((4, 4, 3)), jnp.ones((4, 4, 3)),
+                             jnp.ones((4, 4, 3)), jnp.full((2, 2), 255.0)),
+     ValueError, r"mask must lie in \[0, 1\]"),
 ]
 
 

@@ -126,3 +126,79 @@ def test_traced_nan_hyperparameters_are_named_when_the_edit_runs():
     with pytest.raises(jax.errors.JaxRuntimeError, match="NaN or inf"):
       jax.block_until_ready(_edit(jax.random.key(8), SOURCE, strength,
                                   epsilon, BOX))
+
+
+def test_edit_scores_match_numpy_on_a_masked_image():
+  rng = np.random.default_rng(0)
+  image, source, reference = (rng.normal(size=(4, 6, 3)).astype(np.float32)
+                              for _ in range(3))
+  mask = np.zeros((2, 3), np.float32)
+  mask[0, 1:] = 1.0
+  weight = np.repeat(np.repeat(mask, 2, 0), 2, 1)[..., None]
+  scores = editing.edit_scores(jnp.asarray(image), jnp.asarray(source),
+                               jnp.asarray(reference), jnp.asarray(mask))
+  cosine = np.sum(weight * image * reference) / np.sqrt(
+      np.sum(weight * image**2) * np.sum(weight * reference**2))
+  error = np.abs(image - source) * (1 - weight)
+  np.testing.assert_allclose(scores.alignment, cosine, rtol=1e-5)
+  np.testing.assert_allclose(scores.outside_max_error, error.max(), rtol=1e-6)
+  np.testing.assert_allclose(scores.outside_rms_error, np.sqrt(
+      np.sum(error**2) / (3 * np.sum(1 - weight[..., 0]))), rtol=1e-5)
+  # An edit confined to the mask leaves exactly zero error outside it.
+  inside = jnp.asarray(weight > 0)
+  kept = editing.edit_scores(jnp.where(inside, image, source),
+                             jnp.asarray(source), jnp.asarray(reference),
+                             jnp.asarray(mask, bool))
+  assert float(kept.outside_max_error) == 0.0
+
+
+def test_edit_batch_draws_rectangles_and_expected_target_decodes():
+  gen = toy.toy_generator(jax.random.key(0), scales=(1, 2, 4), num_bits=4,
+                          prompt_dim=4, patch=2)
+  batch = toy.edit_batch(gen, jax.random.key(1), 3, cfg_scale=CFG,
+                         mask_seed=0, mask_sides=(2, 3), reference_samples=4)
+  assert batch.source_prompts.shape == batch.target_prompts.shape == (3, 4)
+  for mask in np.asarray(batch.masks):  # one filled rectangle, sides in [2, 3]
+    rows, cols = np.nonzero(mask)
+    h, w = np.ptp(rows) + 1, np.ptp(cols) + 1
+    assert 2 <= h <= 3 and 2 <= w <= 3 and mask.sum() == h * w
+  # The sources are the clean sampler's, the reference the decoded mean latent.
+  keys = jax.random.split(jax.random.key(1), 5)
+  source = editing.sample(gen, jax.random.split(keys[2], 3)[1],
+                          batch.source_prompts[1], cfg_scale=CFG)
+  np.testing.assert_allclose(batch.source_images[1],
+                             gen.decode(source.latent), rtol=1e-5, atol=1e-6)
+  latents = [editing.sample(gen, k, batch.target_prompts[2],
+                            cfg_scale=CFG).latent
+             for k in jax.random.split(keys[3], (3, 4))[2]]
+  np.testing.assert_allclose(batch.reference_images[2],
+                             gen.decode(jnp.mean(jnp.stack(latents), 0)),
+                             rtol=1e-4, atol=1e-5)
+
+
+def test_score_edits_keeps_the_background_and_reduces_to_the_clean_sampler():
+  gen = toy.toy_generator(jax.random.key(0), scales=(1, 2, 4), num_bits=4,
+                          prompt_dim=4, patch=2)
+  batch = toy.edit_batch(gen, jax.random.key(1), 3, cfg_scale=CFG,
+                         mask_seed=1, mask_sides=(1, 3), reference_samples=2)
+  masked = toy.score_edits(gen, batch, bitedit.bit_edit(2.0, 0.1),
+                           cfg_scale=CFG)
+  np.testing.assert_array_equal(masked.outside_max_error, 0.0)
+  assert masked.images.shape == (3, 8, 8, 3) and masked.alignment.shape == (3,)
+  # Task 1 is var.edit of its source, scored by var.edit_scores.
+  one = editing.edit(gen, batch.edit_keys[1],
+                     jax.tree.map(lambda x: x[1], batch.sources),
+                     batch.source_prompts[1], batch.target_prompts[1],
+                     bitedit.bit_edit(2.0, 0.1), cfg_scale=CFG,
+                     mask=batch.masks[1])
+  scores = editing.edit_scores(gen.decode(one.latent), batch.source_images[1],
+                               batch.reference_images[1], batch.masks[1])
+  np.testing.assert_allclose(masked.alignment[1], scores.alignment, rtol=1e-5)
+  # Strength 0 without the mask: the clean target sampler, bit for bit.
+  plain = toy.score_edits(gen, batch, bitedit.bit_edit(0.0, 0.1),
+                          cfg_scale=CFG, masked=False)
+  clean = jax.vmap(lambda k, p: editing.sample(gen, k, p, cfg_scale=CFG))(
+      batch.edit_keys, batch.target_prompts)
+  for a, b in zip(plain.bits, clean.bits):
+    np.testing.assert_array_equal(a, b)
+  np.testing.assert_array_equal(plain.kl_max, 0.0)

@@ -67,6 +67,10 @@ def _sampled_and_edited(keys, source_prompts, target_prompts, masks):
   return tree.vmap_sharded(one)(keys, source_prompts, target_prompts, masks)
 
 
+def _scores(images, sources, references, masks):
+  return jax.vmap(var.edit_scores)(images, sources, references, masks)
+
+
 def _bits(*shape):
   return jnp.asarray(_rng.random(shape) < 0.5)
 
@@ -92,12 +96,23 @@ CASES = {
         (jax.random.split(jax.random.key(1), 8), _f32(8, 4), _f32(8, 4),
          jnp.asarray(_rng.random((8, 2, 2)) < 0.5, jnp.float32)),
         (jax.P("data"),) * 4),
+    "var.edit_scores": (
+        _scores, (_f32(8, 4, 4, 3), _f32(8, 4, 4, 3), _f32(8, 4, 4, 3),
+                  jnp.asarray(_rng.random((8, 2, 2)) < 0.5, jnp.float32)),
+        (jax.P("data"),) * 4, {"rtol": 1e-5, "atol": 1e-5}),
 }
 
 NOT_SHARDED = {
     "var.toy_generator": "host-side: draws fixed weights eagerly into numpy"
                          " from a key; its generator's methods run sharded in"
                          " var.sample+var.edit",
+    "var.edit_batch": "host-side: draws the masks with numpy and compiles"
+                      " its own sampling calls; it returns a fresh batch of"
+                      " inputs (the sampling it runs is var.sample's case)",
+    "var.score_edits": "vmaps var.edit, whose finiteness host callback"
+                       " refuses a batch sharded along an Explicit axis;"
+                       " shard its per-task edit with tree.vmap_sharded"
+                       " (var.sample+var.edit's case)",
 }
 
 
