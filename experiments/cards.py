@@ -315,6 +315,12 @@ def regenerate(dirs: Iterable[str]) -> list[str]:
 
 def main(argv: list[str]) -> None:
   dirs = argv[1:] or ["runs"]
+  missing = [d for d in dirs if not os.path.isdir(d)]
+  if missing:  # a usage error (exit 2), not a traceback
+    print(f"usage error: no directory {', '.join(map(repr, missing))}: pass"
+          " workdirs or directories that hold them (default: runs).\n(see"
+          " --help)", file=sys.stderr)
+    sys.exit(2)
   if _REGENERATE.value:
     paths = regenerate(dirs)
     print(f"{len(paths)} EEE records rebuilt from report.json:")

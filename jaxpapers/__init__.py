@@ -38,6 +38,28 @@ Areas are organised by what things are; each re-exports its public names:
 * :mod:`jaxpapers.profiling` -- wall time and compiled memory of jitted calls.
 * :mod:`jaxpapers.models` -- small reference models (pure MLP, nnx transformer
   LM with a swappable FFN, forecasters).
+
+Each area is an attribute of the package, imported on first use (as in
+``jax`` and ``scipy``): ``import jaxpapers; jaxpapers.losses.rollout_consistency``.
 """
 
+import importlib
+
 __version__ = "0.2.0"
+
+# Every public module of the package (tests check the list against the files).
+_AREAS = ("amr", "auctions", "continual", "curvature", "data", "detection",
+          "evalcards", "graph", "losses", "matching", "models", "moe", "nesy",
+          "optim", "profiling", "rl", "routing", "saddle", "tree", "var")
+
+
+def __getattr__(name: str):
+  if name in _AREAS:
+    module = importlib.import_module(f"{__name__}.{name}")
+    globals()[name] = module
+    return module
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+  return sorted({*globals(), *_AREAS})

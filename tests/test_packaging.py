@@ -13,7 +13,9 @@ import importlib.metadata
 import importlib.resources
 import importlib.util
 import pathlib
+import pkgutil
 import re
+import subprocess
 import sys
 
 from packaging import version
@@ -142,3 +144,18 @@ def test_oldest_stack_pins_every_lower_bound():
     assert name in pins, name
     assert version.Version(pins[name]) == version.Version(lower), (
         name, lower, pins[name])
+
+
+def test_every_area_is_an_attribute_of_the_package_imported_on_first_use():
+  import jaxpapers  # pylint: disable=g-import-not-at-top
+  public = {m.name for m in pkgutil.iter_modules(jaxpapers.__path__)
+            if not m.name.startswith("_")}
+  assert set(jaxpapers._AREAS) == public  # pylint: disable=protected-access
+  assert public <= set(dir(jaxpapers))
+  code = ("import sys, jaxpapers; assert 'jaxpapers.losses' not in sys.modules;"
+          " jaxpapers.losses.rollout_consistency; jaxpapers.routing.held_karp;"
+          " extras = {'experiments', 'ml_collections', 'orbax', 'matplotlib'};"
+          " assert not extras & set(sys.modules), extras & set(sys.modules)")
+  subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+  with pytest.raises(AttributeError, match="has no attribute 'lossez'"):
+    jaxpapers.lossez  # pylint: disable=pointless-statement

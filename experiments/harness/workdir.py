@@ -88,14 +88,19 @@ class MetricWriter:
 
   With ``tensorboard_dir`` and tensorboardX installed (the ``tensorboard``
   extra), numeric fields also go to TensorBoard event files there; a
-  resumed run purges the events past its restored step.
+  resumed run purges the events past its restored step. A non-finite value
+  stays in the JSONL record but is not written as a scalar (TensorBoard warns
+  on each): ``nonfinite_values`` counts them at that step. ``config`` (the
+  resolved config) is written once as text and as hparams.
   """
 
   def __init__(self, path: str, *, enabled: bool,
-               tensorboard_dir: str | None = None):
+               tensorboard_dir: str | None = None,
+               config: Mapping[str, Any] | None = None):
     self.path = path
     self.enabled = enabled
     self._tensorboard_dir = tensorboard_dir
+    self._config = config
     self._tensorboard = None
     if enabled:
       os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -119,11 +124,26 @@ class MetricWriter:
     if self._tensorboard is None:
       self._tensorboard = tensorboardX.SummaryWriter(
           self._tensorboard_dir, purge_step=record["step"])
-    for key, value in record.items():
-      if key != "step" and isinstance(value, (int, float)) and not isinstance(
-          value, bool):
-        self._tensorboard.add_scalar(key, value, record["step"])
+      if self._config is not None:
+        self._write_config(record["step"])
+    numbers = {k: v for k, v in record.items() if k != "step" and isinstance(
+        v, (int, float)) and not isinstance(v, bool)}
+    nonfinite = sum(not math.isfinite(v) for v in numbers.values())
+    if nonfinite:
+      numbers = {k: v for k, v in numbers.items() if math.isfinite(v)}
+      numbers["nonfinite_values"] = nonfinite
+    for key, value in numbers.items():
+      self._tensorboard.add_scalar(key, value, record["step"])
     self._tensorboard.flush()
+
+  def _write_config(self, step: int) -> None:
+    text = json.dumps(self._config, indent=2, sort_keys=True)
+    self._tensorboard.add_text("config", f"```\n{text}\n```", step)
+    hparams = {k: v if isinstance(v, (int, float, str, bool)) else json.dumps(v)
+               for k, v in _flatten(self._config).items()}
+    writer = self._tensorboard._get_file_writer()  # pylint: disable=protected-access
+    for summary in tensorboardX.summary.hparams(hparams, {}):
+      writer.add_summary(summary)
 
   def close(self) -> None:
     if self._tensorboard is not None:
@@ -316,7 +336,8 @@ class Workdir:
     return MetricWriter(os.path.join(self.path, "metrics", f"{run}.jsonl"),
                         enabled=self.is_writer,
                         tensorboard_dir=os.path.join(self.path, "tensorboard",
-                                                     run))
+                                                     run),
+                        config=report_lib.config_dict(self.config))
 
   def checkpointer(self, run: str) -> checkpointing.Checkpointer:
     return checkpointing.Checkpointer(

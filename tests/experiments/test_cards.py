@@ -212,3 +212,11 @@ def test_workdirs_and_third_party_directories_are_told_apart(tmp_path):
   assert third_party == [str(tmp_path / "records")]
   with pytest.raises(FileNotFoundError):
     cards.find_sources([str(tmp_path / "absent")])
+
+
+def test_a_missing_directory_is_a_usage_error_not_a_traceback(tmp_path):
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.cards", str(tmp_path / "nowhere")],
+      cwd=binaries.ROOT, capture_output=True, text=True, check=False)
+  assert out.returncode == 2, out.stderr
+  assert "nowhere" in out.stderr and "Traceback" not in out.stderr

@@ -60,7 +60,8 @@ def test_checkpoint_restores_into_abstract_target_with_new_sharding(tmp_path):
   ckpt.save(7, state)
   ckpt.save(9, state)
   assert ckpt.latest_step() == 9
-  one_device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  one_device = jax.NamedSharding(
+      jax.make_mesh((1,), ("one",), devices=jax.devices()[:1]), jax.P())
   target = {"w": jax.ShapeDtypeStruct((16,), jnp.float32, sharding=one_device),
             "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=one_device)}
   restored, step, finished = ckpt.restore_verified(target)
@@ -349,6 +350,12 @@ def test_paired_difference_pairs_seeds_and_refuses_unequal_counts():
 
 def _tensorboard_scalars(directory):
   """(tag, step, value) of every scalar in the event files of ``directory``."""
+  return [(tag, step, value) for tag, step, value, plugin
+          in _tensorboard_values(directory) if plugin == "scalar"]
+
+
+def _tensorboard_values(directory):
+  """(tag, step, simple value or None, plugin) of every summary value."""
   from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
   out = []
   for name in sorted(os.listdir(directory)):
@@ -359,7 +366,10 @@ def _tensorboard_scalars(directory):
       length = int.from_bytes(data[offset:offset + 8], "little")
       event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
       offset += 16 + length
-      out += [(v.tag, event.step, v.simple_value) for v in event.summary.value]
+      out += [(v.tag, event.step, v.simple_value,
+               "scalar" if v.WhichOneof("value") == "simple_value"
+               else v.metadata.plugin_data.plugin_name)
+              for v in event.summary.value]
   return out
 
 
@@ -370,6 +380,23 @@ def test_metrics_also_go_to_tensorboard_and_resume_purges(workdir):
   directory = os.path.join(workdir.path, "tensorboard", "tb")
   assert _tensorboard_scalars(directory) == [("w", 10, 1.0), ("w", 20, 2.0),
                                              ("w", 30, 3.0)]
+
+
+def test_tensorboard_gets_the_config_and_counts_instead_of_nan_scalars(
+    workdir):
+  writer = workdir.metrics("nan")
+  writer.write(1, loss=1.5, se=float("nan"), grad=float("inf"))
+  writer.write(2, loss=1.0, se=0.1)
+  writer.close()
+  values = _tensorboard_values(os.path.join(workdir.path, "tensorboard", "nan"))
+  assert [(t, s, v) for t, s, v, p in values if p == "scalar"] == [
+      ("loss", 1, 1.5), ("nonfinite_values", 1, 2.0), ("loss", 2, 1.0),
+      ("se", 2, pytest.approx(0.1))]
+  assert {(t, p) for t, _, _, p in values if p != "scalar"} >= {
+      ("config/text_summary", "text"), ("_hparams_/experiment", "hparams"),
+      ("_hparams_/session_start_info", "hparams")}
+  assert [r["se"] for r in writer.read()][0] != [r["se"] for r in
+                                                 writer.read()][0]  # NaN kept
 
 
 def test_overwrite_never_empties_a_folder_that_is_not_a_workdir(tmp_path):
