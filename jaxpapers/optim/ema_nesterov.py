@@ -21,6 +21,7 @@ import math
 from typing import Any, Callable, Literal, NamedTuple
 import warnings
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -215,16 +216,47 @@ def ema_nesterov_eval_params(params: optax.Params,
   Note the argument order ``(params, state)``, the reverse of
   ``optax.contrib.schedule_free_eval_params``.
 
+  With flax nnx, pass the model's ``nnx.state(model, nnx.Param)`` (the
+  optimizer's ``wrt``) and the ``nnx.Optimizer``'s ``opt_state``; the anchor
+  comes back as a ``State`` of the same params, ready for
+  ``nnx.update(model, anchor)`` on a copy of the model.
+
   Args:
-    params: the params trained with :func:`ema_nesterov` (lookahead points).
+    params: the params trained with :func:`ema_nesterov` (lookahead points):
+      a pytree, or an ``nnx.State``.
     state: its optimizer state; the :class:`EmaNesterovState` may sit
       anywhere inside (``optax.chain``, ``partition``, ``inject_hyperparams``,
-      ``MultiSteps``, ``apply_if_finite``).
+      ``MultiSteps``, ``apply_if_finite``, ``nnx.Optimizer.opt_state``).
 
   Returns:
     The anchor, like ``params``. In the rest window (:math:`\beta = 0`) it
     equals ``params``.
+
+  Raises:
+    TypeError: ``params`` is an ``nnx.Module`` (pass its state).
+    ValueError: ``state`` holds no or several :class:`EmaNesterovState`, or
+      ``params`` do not match the params it was built for.
+
+  Example (flax nnx):
+    >>> from flax import nnx
+    >>> import jax.numpy as jnp, optax
+    >>> from jaxpapers import optim
+    >>> model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+    >>> optimizer = nnx.Optimizer(model, optim.ema_nesterov(optax.sgd(0.1)),
+    ...                           wrt=nnx.Param)
+    >>> loss = lambda m: jnp.sum(m(jnp.ones((1, 3))) ** 2)
+    >>> _ = optimizer.update(model, nnx.grad(loss)(model))  # a training step
+    >>> anchor = optim.ema_nesterov_eval_params(nnx.state(model, nnx.Param),
+    ...                                         optimizer.opt_state)
+    >>> eval_model = nnx.clone(model)  # evaluate and checkpoint the anchor
+    >>> nnx.update(eval_model, anchor)
+    >>> bool(loss(eval_model) < loss(model))
+    True
   """
+  if isinstance(params, nnx.Module):
+    raise TypeError(
+        "params must be the trained params, not the nnx.Module: pass"
+        " nnx.state(model, nnx.Param) (the optimizer's wrt filter).")
   found = [s for s in jax.tree.leaves(
       state, is_leaf=lambda x: isinstance(x, EmaNesterovState))
            if isinstance(s, EmaNesterovState)]
@@ -234,6 +266,16 @@ def ema_nesterov_eval_params(params: optax.Params,
         f" jaxpapers.optim.ema_nesterov), found {len(found)}."
     )
   (ema_state,) = found
+  if isinstance(params, nnx.State):
+    # nnx.Optimizer keeps the lookahead as a State of OptVariables and the
+    # model's params are a State of Params: combine their values.
+    m = ema_state.m
+    pure = ema_nesterov_eval_params(
+        nnx.to_pure_dict(params), ema_state._replace(
+            m=nnx.to_pure_dict(m) if isinstance(m, nnx.State) else m))
+    anchor = jax.tree.map(lambda x: x, params)  # a copy, then its values
+    nnx.replace_by_pure_dict(anchor, pure)
+    return anchor
   _check_params_like_lookahead(params, ema_state.m, "params")
   neg_beta = -ema_state.beta
 

@@ -286,6 +286,31 @@ def test_eval_params_finds_the_state_inside_wrappers_and_says_when_missing():
     optim.ema_nesterov_eval_params(params, optax.sgd(0.1).init(params))
 
 
+def test_eval_params_of_an_nnx_optimizer_equal_those_of_plain_optax():
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  make = lambda: optim.ema_nesterov(optax.sgd(0.1), beta_max=0.5, gamma=0.5)
+  model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+  pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+  optimizer = nnx.Optimizer(model, make(), wrt=nnx.Param)
+  tx = make()
+  state = tx.init(pure)
+  loss = lambda m: jnp.sum(m(jnp.ones((1, 3))) ** 2)
+  for _ in range(3):
+    grads = nnx.grad(loss)(model)
+    optimizer.update(model, grads)
+    updates, state = tx.update(nnx.to_pure_dict(grads), state, pure)
+    pure = optax.apply_updates(pure, updates)
+  anchor = optim.ema_nesterov_eval_params(nnx.state(model, nnx.Param),
+                                          optimizer.opt_state)
+  assert isinstance(anchor, nnx.State)
+  expected = optim.ema_nesterov_eval_params(pure, state)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
+               nnx.to_pure_dict(anchor), expected)
+  assert not np.allclose(expected["kernel"], pure["kernel"])
+  with pytest.raises(TypeError, match=r"pass nnx.state\(model, nnx.Param\)"):
+    optim.ema_nesterov_eval_params(model, optimizer.opt_state)
+
+
 def test_eval_params_leaves_leaves_without_lookahead_alone():
   tx = optax.partition(
       {"look": optim.ema_nesterov(optax.sgd(0.1), beta_max=0.5, gamma=0.5),
