@@ -231,6 +231,7 @@ def _run_main(main: MainFn, name: str,
   except workdir_lib.WorkdirError as e:
     _workdir_error(e)
   workdir.metadata = metadata
+  workdir.scale = config_arg() or "default"
   logging.info("workdir: %s", workdir.path)
   logging.info("config (hash %s):\n%s", workdir.config_hash,
                json.dumps(report_lib.config_dict(config)))
@@ -244,6 +245,8 @@ def _run_main(main: MainFn, name: str,
           + (f" ({unclear} inconclusive)" if unclear else "")
           + f"; wall time {time.time() - start:.0f} s; "
           + ", ".join(workdir.report_paths), flush=True)
+    if workdir.scale == "smoke":
+      print(scale_note(name, checks), flush=True)
 
 
 def report_metadata(main: MainFn) -> dict[str, Any]:
@@ -298,10 +301,42 @@ def _workdir_error(error: Exception) -> None:
   sys.exit(1)
 
 
-def default_workdir(name: str) -> str:
+def config_arg() -> str:
+  """The ``arg`` of ``--config path:arg`` ("" for the default config)."""
   filename = config_flags.get_config_filename(flags.FLAGS["config"])
-  arg = filename.split(":", 1)[1] if ":" in filename else ""
+  return filename.split(":", 1)[1] if ":" in filename else ""
+
+
+def default_workdir(name: str) -> str:
+  arg = config_arg()
   return os.path.join("runs", f"{name}_{arg}" if arg else name)
+
+
+def scale_note(name: str, checks: list[dict[str, Any]]) -> str:
+  """What a smoke run's verdicts mean, from the committed default report.
+
+  A smoke config checks that the code runs end to end; a check it does not
+  pass either passes at the default scale (the committed report of
+  ``experiments/results/<name>`` says so) or does not pass there either.
+  """
+  path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))), "results", name, "report.json")
+  try:
+    with open(path) as f:
+      default = {c["id"]: c["passed"] for c in json.load(f)["run_data"]["checks"]}
+  except (OSError, ValueError, KeyError, TypeError):
+    default = {}
+  failing = [c["id"] for c in checks if c["passed"] is not True]
+  groups = {
+      "passing at the default scale": [
+          i for i in failing if default.get(i) is True],
+      "not passing there either": [
+          i for i in failing if i in default and default[i] is not True],
+      "not in the default report": [i for i in failing if i not in default]}
+  shown = [f"{what}: {', '.join(ids)}" for what, ids in groups.items() if ids]
+  return ("smoke scale: this run checks the code end to end, not the claim"
+          + (f"; of the checks not passed here, {'; '.join(shown)}"
+             if shown else "") + ".")
 
 
 def _maybe_initialize_distributed() -> None:

@@ -325,6 +325,10 @@ def render_markdown(report: Mapping[str, Any]) -> str:
       f"**Verdict.** {card_lib.verdict(report)}.",
       "",
   ]
+  if run_data.get("scale") == "smoke":
+    lines += ["**Scale: `smoke`.** A reduced config: its checks test that the"
+              " code runs end to end, not the claim; the default config's"
+              " report is the one that tests the claim.", ""]
   lines += [f"- **{b['label']}**: {b['text']}" for b in evalcards.badges(
       report["evaluation_card"]["summary"], "research")]
   lines += [

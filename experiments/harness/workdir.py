@@ -197,6 +197,7 @@ class Workdir:
     self.started = time.time()
     self.report_paths: list[str] = []
     self.figures: list[str] = []  # saved so far; the report's by default
+    self.scale = "default"  # the config's arg (smoke, ...); harness.run sets it
     self.checks: list[dict[str, Any]] = []
     self._lock_file = None
     self._job = _JobProgress()
@@ -498,6 +499,8 @@ class Workdir:
     wall_time_s = time.time() - self.started
     defaults = {"figures": self.figures,
                 "seeds": list(self.config.get("seeds", ()))}
+    report_fields["extra_run_data"] = {
+        "scale": self.scale, **report_fields.get("extra_run_data", {})}
     report_fields = {**defaults, **{k: v for k, v in self.metadata.items()
                                     if k in REPORT_CONSTANTS.values()},
                      **report_fields}

@@ -707,3 +707,25 @@ def test_a_timing_check_needs_exactly_one_bound():
 def test_a_markdown_table_formats_numbers_and_keeps_text():
   assert harness.markdown_table(["a", "b"], [["x", 1.234567], ["y", None]]) == [
       "| a | b |", "|---|---|", "| x | 1.235 |", "| y |  |"]
+
+
+def test_a_smoke_run_says_which_of_its_failures_the_default_scale_passes():
+  from experiments.harness import cli  # pylint: disable=g-import-not-at-top
+  checks = [harness.check("bs_at_threshold_eta0.25_b32", "x", False, ""),
+            harness.check("new_check", "y", None, ""),
+            harness.check("lambda_max_below_bs_eta0.25_b32", "z", True, "")]
+  assert cli.scale_note("eoss", checks) == (
+      "smoke scale: this run checks the code end to end, not the claim; of"
+      " the checks not passed here, passing at the default scale:"
+      " bs_at_threshold_eta0.25_b32; not in the default report: new_check.")
+  daf = [harness.check("single_beta_beats_uniform_merge", "x", False, "")]
+  assert cli.scale_note("daf", daf).endswith(
+      "not passing there either: single_beta_beats_uniform_merge.")
+
+
+def test_a_smoke_report_is_marked_as_smoke(workdir):
+  workdir.scale = "smoke"
+  report = _minimal_report(workdir)
+  assert report["run_data"]["scale"] == "smoke"
+  with open(os.path.join(workdir.path, "report.md")) as f:
+    assert "**Scale: `smoke`.** A reduced config" in f.read()

@@ -239,13 +239,15 @@ def test_help_lists_flags_and_config_fields_with_defaults(tmp_path):
   assert not os.path.exists(tmp_path / "wd")
 
 
-def test_final_line_counts_checks_and_names_the_report(straight, tmp_path):
+def test_final_lines_count_checks_name_the_report_and_the_scale(straight, tmp_path):
   workdir = _copy(straight, tmp_path)
   out = _rerun(workdir)
   assert out.returncode == 0, out.stderr[-3000:]
   report = binaries.read_report(workdir)["run_data"]
-  last = out.stdout.strip().splitlines()[-1]
+  *_, last, scale = out.stdout.strip().splitlines()
   assert last.startswith(f"{report['checks_passed']}/{len(report['checks'])}"
                          " checks passed; wall time ")
+  assert scale.startswith("smoke scale: this run checks the code end to end")
+  assert report["scale"] == "smoke"
   assert str(workdir / "report.md") in last
   assert str(workdir / "sharpness_vs_step.png") in last
