@@ -24,7 +24,9 @@ _SLOW = {"jaxpapers.amr.native", "jaxpapers.nesy.em", "jaxpapers.var.editing",
          "jaxpapers.graph.emc", "jaxpapers.moe.routing",
          "jaxpapers.routing.lehd", "jaxpapers.amr.training",
          "jaxpapers.moe.training", "jaxpapers.moe.evaluation",
-         "jaxpapers.nesy.training"}
+         "jaxpapers.nesy.training", "jaxpapers.var.toy",
+         "jaxpapers.models.language_model",
+         "jaxpapers.models.forecaster_training"}
 
 
 @pytest.mark.parametrize("name", [

@@ -172,6 +172,7 @@ def test_batch_loss_scores_wamrvit_on_leaf_tokens_and_the_rest_on_fields():
   assert on_fields > 1e-3
 
 
+@pytest.mark.slow  # a training loop: compile-bound
 def test_train_steps_are_optimizer_steps_on_the_seed_step_batches():
   trajectories = _moving_discs(num_frames=4, size=16)
   mesh = amr.MeshConfig(4, 1, tol_frac=0.05, token_bucket=4)

@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 from jaxpapers import matching
 
@@ -27,6 +28,7 @@ def test_stream_is_balanced_at_every_checkpoint_and_names_live_slots():
   assert (ops.kind == matching.INSERT).mean() == 0.5
 
 
+@pytest.mark.slow  # a training loop: compile-bound
 def test_replay_matches_a_hand_replay_and_holds_the_bound():
   """Every checkpoint's OPT, greedy cost and W_T equal a replay by hand."""
   n, block, dim = 5, 8, 2

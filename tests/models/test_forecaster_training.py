@@ -35,6 +35,7 @@ def test_members_of_one_seed_start_alike():
 
 
 # optax 0.2.8 mixes its int32 step count into Adam's float bias correction.
+@pytest.mark.slow  # a training loop: compile-bound
 @pytest.mark.usefixtures("standard_dtype_promotion")
 def test_a_chunk_is_the_members_optax_loop_written_out():
   """Two steps of a two-member group == each member's plain optax loop."""

@@ -67,6 +67,7 @@ def test_train_chunk_takes_the_gradient_at_the_gradient_point():
   assert float(loss) == pytest.approx(2.0)
 
 
+@pytest.mark.slow  # a training loop: compile-bound
 @pytest.mark.usefixtures("standard_dtype_promotion")  # optax.lookahead
 def test_lm_trainer_matches_train_chunk_and_validates_at_both_points():
   model = models.LanguageModel(models.TransformerConfig(

@@ -33,6 +33,7 @@ def _steps(state, first, num, setup):
                          context=8, **KEYS)
 
 
+@pytest.mark.slow  # a training loop: compile-bound
 def test_a_chunk_is_its_steps_one_by_one_and_a_step_is_by_hand():
   setup = _setup()
   graphdef, rest, _, state = setup
@@ -63,6 +64,7 @@ def test_a_chunk_is_its_steps_one_by_one_and_a_step_is_by_hand():
   np.testing.assert_allclose(first_parts["ce"], by_hand["ce"], rtol=1e-5)
 
 
+@pytest.mark.slow  # a training loop: compile-bound
 def test_subset_bits_per_byte_scores_the_full_and_pruned_models():
   graphdef, rest, _, (params, _) = _setup()
   model = nnx.merge(graphdef, params, rest)

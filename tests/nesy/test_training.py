@@ -36,6 +36,7 @@ def test_one_exact_em_step_is_a_semantic_loss_step():
                              rtol=1e-5)  # the same log Z per example
 
 
+@pytest.mark.slow  # a training loop: compile-bound
 def test_epoch_is_the_steps_over_its_permuted_batches():
   images, _, problems, labels = _batch(batch=9)
   step = nesy.make_train_step("em_hard", nesy.DigitAddition(1), _OPT,
@@ -92,6 +93,7 @@ def test_addition_batch_gathers_the_problems_images():
   np.testing.assert_array_equal(labels, expected)
 
 
+@pytest.mark.slow  # a training loop: compile-bound
 def test_step_costs_pairs_every_step_it_times():
   images, digits, _, _ = _batch()
   costs = nesy.step_costs(images, digits, num_digits=(1, 2),

@@ -143,6 +143,7 @@ def test_multi_run_steps_each_run_as_rl_step_alone(split_model, tasks,
   assert evaluation["pass_at_1"].shape == evaluation["env_ce"].shape == (2,)
 
 
+@pytest.mark.slow  # a training loop: compile-bound
 def test_warm_start_chunk_scans_warm_start_steps(split_model, tasks,
                                                  standard_dtype_promotion):
   del standard_dtype_promotion

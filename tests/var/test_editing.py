@@ -176,6 +176,7 @@ def test_edit_batch_draws_rectangles_and_expected_target_decodes():
                              rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow  # a training loop: compile-bound
 def test_score_edits_keeps_the_background_and_reduces_to_the_clean_sampler():
   gen = toy.toy_generator(jax.random.key(0), scales=(1, 2, 4), num_bits=4,
                           prompt_dim=4, patch=2)
