@@ -95,27 +95,31 @@ def aggregate(config, sweep: harness.SweepResult) -> dict:
               "ablation/plain_target_cfg"])}
 
 
-def gain(sweep, cell, baseline) -> tuple[bool | None, str]:
-  """The paired alignment gain over seeds: its verdict (2 s.e.) and detail."""
+def gain(sweep, cell, baseline) -> tuple[bool | None, str, dict]:
+  """The paired alignment gain over seeds: its verdict (2 s.e.), detail and measure."""
   mean, se = sweep.paired("alignment", cell, baseline)
   return harness.effect_verdict(mean, se), f"{mean:+.4f} " + (
-      "(one seed)" if se is None else f"+- {se:.4f} (s.e., {len(sweep.seeds)} seeds)")
+      "(one seed)" if se is None else f"+- {se:.4f} (s.e., {len(sweep.seeds)} seeds)"), (
+      harness.measure(mean, se=se, bound=0.0, label="paired in-mask alignment gain"))
 
 
 def curve_checks(config, sweep, summary) -> list[tuple]:
-  """Per budget: alignment rises with lambda, then saturates at the bound."""
-  lam, rows = config.strengths, []
+  """Per budget: alignment rises with lambda, then saturates at the bound (config.checked_trust)."""
+  lam, rows, trust = config.strengths, [], config.checked_trust
   for epsilon in config.epsilons:
-    e, curve = f"{epsilon:g}", summary["sweep"][f"quadratic/{epsilon:g}"]
-    passed, detail = gain(sweep, *(f"quadratic/{e}/lambda{x:g}" for x in (lam[-1], lam[0])))
+    e, curve = f"{epsilon:g}", summary["sweep"][f"{trust}/{epsilon:g}"]
+    passed, detail, measure = gain(sweep, *(f"{trust}/{e}/lambda{x:g}"
+                                            for x in (lam[-1], lam[0])))
     rise, tail = (curve["alignment"][-1] - np.asarray(curve["alignment"])[[0, -2]]).tolist()
-    rows += [(f"alignment_rises_eps{e}", f"eps {e}: in-mask alignment at lambda = {lam[-1]:g}"
-              " above lambda = 0", passed, f"gain {detail}"),
-             (f"saturates_eps{e}", f"eps {e}: alignment saturates at the trust bound (lambda"
-              f" {lam[-2]:g} -> {lam[-1]:g} moves it by <= {SATURATION_SHARE:.0%} of the sweep's"
-              " gain)", rise > 0 and abs(tail) <= SATURATION_SHARE * rise, f"gain {rise:+.4f}, last"
-              f" step {tail:+.4f}; {curve['clipped'][-1]:.0%} of bits at the bound at lambda ="
-              f" {lam[-1]:g}")]
+    rows += [(f"alignment_rises_eps{e}", f"eps {e} ({trust}): in-mask alignment at lambda ="
+              f" {lam[-1]:g} above lambda = 0", passed, f"gain {detail}", measure),
+             (f"saturates_eps{e}", f"eps {e} ({trust}): alignment saturates at the trust bound"
+              f" (lambda {lam[-2]:g} -> {lam[-1]:g} moves it by <= {SATURATION_SHARE:.0%} of the"
+              " sweep's gain)", rise > 0 and abs(tail) <= SATURATION_SHARE * rise, f"gain"
+              f" {rise:+.4f}, last step {tail:+.4f}; {curve['clipped'][-1]:.0%} of bits at the"
+              f" bound at lambda = {lam[-1]:g}", harness.measure(
+                  abs(tail) - SATURATION_SHARE * rise, bound=0.0, higher_is_better=False,
+                  label=f"|last step| - {SATURATION_SHARE:.0%} of the gain"))]
   return rows
 
 
@@ -125,8 +129,8 @@ def evaluate_claim(config, sweep, summary, radius_gaps):
   worst = {e: max(s["kl_max"] for lam in config.strengths for s in sweep.per_seed[
       f"exact/{e:g}/lambda{lam:g}"]) for e in config.epsilons}
   exact_zero = [n for n in ("resedit_only", "both") if arms[n]["outside_max_error"] == 0.0]
-  adds, detail = gain(sweep, "ablation/both", "ablation/resedit_only")
-  return [harness.check(*row) for row in [
+  adds, detail, adds_measure = gain(sweep, "ablation/both", "ablation/resedit_only")
+  return [harness.check(*row[:4], measure=(row + (None,))[4]) for row in [
       ("radius_quadratic_vs_exact", f"quadratic and exact radii within {RADIUS_GAP:.0%} at"
        " epsilon = 1e-3, |l| <= 2", radius_gaps["0.001"] <= RADIUS_GAP, f"max gap"
        f" {radius_gaps['0.001']:.2%} (at epsilon = 0.1: {radius_gaps['0.1']:.1%})"),
@@ -141,7 +145,7 @@ def evaluate_claim(config, sweep, summary, radius_gaps):
        len(exact_zero) == 2, ", ".join(f"{n}: max {arms[n]['outside_max_error']:.3g}"
                                        for n in ("resedit_only", "both", "bitedit_only"))),
       ("bitedit_adds_alignment", "both vs ResEdit only: BitEdit raises in-mask alignment", adds,
-       f"gain {detail}"),
+       f"gain {detail}", adds_measure),
       ("complementary", "neither alone has both: BitEdit only leaks outside the mask, ResEdit"
        " only aligns less than both; both has neither defect",
        arms["bitedit_only"]["outside_max_error"] > 0 and adds is True and len(exact_zero) == 2,

@@ -137,12 +137,14 @@ def evaluate_claim(evaluation, summary, config):
     return (True if mean - 2 * se >= -tol else False if mean + 2 * se < -tol else None,
             f"mean paired difference {mean:+.4f} +- {se:.4f} (s.e.) vs tolerance -{tol}")
 
+  rho = lambda r: "n/a (constant K: too few images)" if r is None else f"{r:.3f}"
+  undefined = butr["spearman"] is None or dq["spearman"] is None
   return [harness.check(*row) for row in [
-      ("budget_tracks_count", "Spearman rho(K(x), true count) >= 0.9",
-       butr["spearman"] >= 0.9, f"rho = {butr['spearman']:.3f}"),
+      ("budget_tracks_count", "Spearman rho(K(x), true count) >= 0.9", None if butr["spearman"]
+       is None else butr["spearman"] >= 0.9, f"rho = {rho(butr['spearman'])}"),
       ("closer_alignment_than_dq_detr", "K(x) follows the count more closely than DQ-DETR"
-       " batch-max buckets", butr["spearman"] > dq["spearman"],
-       f"rho {butr['spearman']:.3f} vs {dq['spearman']:.3f}"),
+       " batch-max buckets", None if undefined else butr["spearman"] > dq["spearman"],
+       f"rho {rho(butr['spearman'])} vs {rho(dq['spearman'])}"),
       ("sparse_recall_matches_fixed_900", "sparse images: recall within 1 point of fixed"
        " K = 900", *keeps_recall(FIXED_900, sparse)),
       ("sparse_mean_k_about_half", f"sparse images: mean K <= {half} x 900", of_900 <= half,
@@ -170,8 +172,9 @@ def plot(workdir, evaluation, summary, config):
                       size=(5.5, 4.0)) as ((ax,),):
     for name in (DQ_BATCH, "dq_detr", BUTR, "oracle"):
       rho, (color, marker) = summary["rules"][name]["spearman"], STYLE[name]
+      rho = "n/a" if rho is None else f"{rho:.2f}"  # None: a constant K (too few images)
       ax.scatter(evaluation["counts"], evaluation[name]["k"], s=6, color=color, marker=marker,
-                 alpha=0.5, label=f"{label(name, config)}, Spearman {rho:.2f}")
+                 alpha=0.5, label=f"{label(name, config)}, Spearman {rho}")
     for k in config.fixed_ks:
       ax.axhline(k, color=STYLE[f"fixed_{k}"][0], ls="--", lw=1, label=label(f"fixed_{k}", config))
     ax.set(xscale="log", xlabel="true object count N", ylabel="query budget K(x)")

@@ -2,6 +2,7 @@ r"""The monitor: a static site of Evaluation Cards for every run, and for third-
 
   python -m experiments.cards [DIR ...] [--out SITE]
   python -m experiments.cards --regenerate DIR ...
+  python -m experiments.cards --diagnose DIR ...
 
 Each ``DIR`` (default ``runs/``) is searched for experiment workdirs (a
 folder with ``report.json``); a ``DIR`` that holds none is read as a
@@ -19,6 +20,12 @@ server and no network at view time.
 ``eee/`` records from its ``report.json`` (``card.regenerate``, the code the
 harness writes them with), e.g. after a change of the record format:
 ``python -m experiments.cards --regenerate experiments/results``.
+
+``--diagnose`` writes nothing of a site either: it attaches each
+experiment's current diagnoses (``experiments/diagnoses/<experiment>.py``)
+to the failing checks of each workdir's report, computing nothing
+(``report.reattach_diagnoses``): ``python -m experiments.cards --diagnose
+experiments/results``.
 """
 
 import datetime
@@ -38,6 +45,9 @@ _OUT = flags.DEFINE_string("out", None, "Output folder; default <first DIR>/site
 _REGENERATE = flags.DEFINE_bool(
     "regenerate", False, "Rebuild each workdir's eee/ records from its"
     " report.json instead of writing a site.")
+_DIAGNOSE = flags.DEFINE_bool(
+    "diagnose", False, "Attach each experiment's current diagnoses to its"
+    " reports' failing checks (no recomputation) instead of writing a site.")
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em;
@@ -109,9 +119,17 @@ def write_site(dirs: list[str], out: str) -> dict[str, Any]:
     page = _slug(os.path.basename(os.path.abspath(workdir))
                  if relative == "." else relative)
     os.makedirs(os.path.join(out, page), exist_ok=True)
-    for figure in report["run_data"]["figures"]:
-      shutil.copyfile(os.path.join(workdir, figure),
-                      os.path.join(out, page, figure))
+    # The figures, and the evidence that the diagnoses link (kept in
+    # subfolders of the report's folder: a scaling study's figure, report).
+    evidence = {a for c in report["run_data"]["checks"]
+                for a in c.get("diagnosis", {}).get("artefacts", ())}
+    for name in sorted({*report["run_data"]["figures"], *evidence}):
+      if name in report["run_data"]["figures"] or os.path.isfile(
+          os.path.join(workdir, name)):
+        os.makedirs(os.path.dirname(os.path.join(out, page, name)),
+                    exist_ok=True)
+        shutil.copyfile(os.path.join(workdir, name),
+                        os.path.join(out, page, name))
     _write(os.path.join(out, page, "index.html"), _run_page(report, page),
            depth=1)
     runs.append({"page": page, "report": report})
@@ -313,6 +331,20 @@ def regenerate(dirs: Iterable[str]) -> list[str]:
           for path in card_lib.regenerate(workdir)]
 
 
+def diagnose(dirs: Iterable[str]) -> list[str]:
+  """Attaches the current diagnoses to every report under ``dirs``; returns those changed."""
+  from experiments.harness import cli  # pylint: disable=g-import-not-at-top
+  from experiments.harness import report as report_lib  # pylint: disable=g-import-not-at-top
+  workdirs, _ = find_sources(dirs)
+  changed = []
+  for _, workdir in workdirs:
+    with open(os.path.join(workdir, "report.json")) as f:
+      experiment = json.load(f)["benchmark_metadata"]["experiment"]
+    if report_lib.reattach_diagnoses(workdir, cli.diagnoses_of(experiment)):
+      changed.append(workdir)
+  return changed
+
+
 def main(argv: list[str]) -> None:
   dirs = argv[1:] or ["runs"]
   missing = [d for d in dirs if not os.path.isdir(d)]
@@ -321,6 +353,12 @@ def main(argv: list[str]) -> None:
           " workdirs or directories that hold them (default: runs).\n(see"
           " --help)", file=sys.stderr)
     sys.exit(2)
+  if _DIAGNOSE.value:
+    changed = diagnose(dirs)
+    print(f"diagnoses attached to {len(changed)} reports:")
+    for workdir in changed:
+      print(f"  {workdir}")
+    return
   if _REGENERATE.value:
     paths = regenerate(dirs)
     print(f"{len(paths)} EEE records rebuilt from report.json:")

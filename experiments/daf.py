@@ -113,7 +113,7 @@ def fusion_check(summary, ours, theirs) -> dict[str, Any]:
       f"AIA {summary[ours]['average_incremental_accuracy']:.4f} vs"
       f" {summary[theirs]['average_incremental_accuracy']:.4f}: paired difference {diff:+.4f}"
       f" (s.e. {'n/a' if se is None else f'{se:.4f}'}, n = {len(summary[ours]['per_run_aia'])}"
-      " order x seed runs)")
+      " order x seed runs)", measure=harness.measure(diff, se=se, bound=0.0, label="AIA difference"))
 
 
 def evaluate_claim(summary, inference_cost) -> list[dict[str, Any]]:

@@ -156,14 +156,18 @@ def evaluate_claim(summary) -> list[dict]:
     checks.append(harness.check(
         f"{variant}_{word}_{m}", name.format(word, m) + " (paired over seeds, by > 2 s.e.)",
         harness.effect_verdict(sign * mean, se),
-        f"{text}: difference {mean:+.3f}" + (f" +- {se:.3f}" if se else "")))
+        f"{text}: difference {mean:+.3f}" + (f" +- {se:.3f}" if se else ""),
+        measure=harness.measure(mean, se=se, bound=0.0, higher_is_better=sign > 0,
+                                label=f"paired {m} difference")))
   if "echo_0.05" in summary:
     peak, ours = summary["grpo_peak"], summary["echo_0.05"]["steps_to_grpo_peak"]
     checks.append(harness.check(
         "echo_0.05_reaches_grpo_peak_sooner", "lambda = 0.05 reaches GRPO's peak pass@1 in"
         " fewer steps (paper: up to about 2.3x faster)", ours is not None and ours < peak["step"],
         f"GRPO peak {peak['pass_at_1']:.3f} at step {peak['step']}; ECHO 0.05 "
-        + ("never reaches it" if ours is None else f"reaches it at step {ours}")))
+        + ("never reaches it" if ours is None else f"reaches it at step {ours}"),
+        measure=harness.measure(None if ours is None else peak["step"] - ours, bound=0.0,
+                                label="steps saved to GRPO's peak")))
   return checks
 
 

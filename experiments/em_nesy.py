@@ -135,15 +135,20 @@ def evaluate_claim(summary, costs):
       f" sum accuracy curve at each seed (within {CURVE_TOLERANCE})", max(gaps) <= CURVE_TOLERANCE,
       f"largest gap {max(gaps):.4f} (N = {pairs[int(np.argmax(gaps))][0]}) over {len(pairs)}"
       " (N, seed) pairs; largest relative gap of the per-epoch training log Z"
-      f" {max(log_z_gaps):.2e}")] if pairs else []
+      f" {max(log_z_gaps):.2e}", measure=harness.measure(max(gaps), bound=CURVE_TOLERANCE,
+      higher_is_better=False, label="largest sum accuracy gap"))] if pairs else []
   for check_id, n, method, name, passed in APPROXIMATE_CHECKS:
     ours, exact = (summary.get(n, {}).get(m) for m in (method, "em_exact"))
     if ours and exact:
-      a, b = ours["digit_accuracy"], exact["digit_accuracy"]
+      a, b, collapse = ours["digit_accuracy"], exact["digit_accuracy"], "collapses" in check_id
+      se = harness.mean_se([o["digit_accuracy"] / e["digit_accuracy"] for o, e in zip(  # paired
+          ours["per_seed"], exact["per_seed"])])[1]  # seeds
       checks.append(harness.check(check_id, name, passed(ours, exact), f"{a:.3f} vs {b:.3f}" if
           method != "em_rejection" else f"digit accuracy {a:.3f} vs exact {b:.3f} (share"
           f" {a / b:.2f}), sum accuracy {ours['sum_accuracy']:.3f} vs {exact['sum_accuracy']:.3f};"
-          f" examples with an accepted sample (last epoch) {ours['final_weight']:.3f}"))
+          f" examples with an accepted sample (last epoch) {ours['final_weight']:.3f}",
+          measure=harness.measure(a / b, se=se, bound=COLLAPSE_FRACTION if collapse else 1 -
+              APPROXIMATE_TOLERANCE, higher_is_better=not collapse, label="digit accuracy share")))
   return checks + cost_checks(costs)
 
 
@@ -168,7 +173,8 @@ def cost_checks(costs):
         "em_memory_vs_semantic_at_15", "N = 15: EM's compiled step footprint <="
         f" {PAPER_MEMORY_RATIO:.0%} of the semantic loss's (secondary source: 60% less)",
         em / semantic <= PAPER_MEMORY_RATIO, f"ratio {em / semantic:.3f}: {em / 2**20:.2f} MiB vs"
-        f" {semantic / 2**20:.2f} MiB")]
+        f" {semantic / 2**20:.2f} MiB", measure=harness.measure(
+            em / semantic, bound=PAPER_MEMORY_RATIO, higher_is_better=False, label="memory ratio"))]
   return checks
 
 

@@ -121,17 +121,21 @@ def aggregate(per_seed: list[dict]) -> dict:
   return out
 
 
-def sequence_checks(name, methods, ratio) -> list[dict]:
+def sequence_checks(name, methods, ratio, sweep) -> list[dict]:
   """EMC vs each baseline's accuracy, its forgetting, its cuts vs GCAL-style."""
   ours, ap = methods["emc"], methods["emc"]["average_performance"]
-  checks = [harness.check(
+  checks = [harness.check(  # measure: the paired per-seed AP difference (its mean is ap - theirs)
       f"{name}_ap_vs_{other}", f"{name}: EMC final AP >= {other} - {ACCURACY_TOLERANCE}",
-      ap >= theirs - ACCURACY_TOLERANCE, f"{ap:.3f} vs {theirs:.3f}")
+      ap >= theirs - ACCURACY_TOLERANCE, f"{ap:.3f} vs {theirs:.3f}", measure=harness.measure(
+          ap - theirs, se=se, bound=-ACCURACY_TOLERANCE, label=f"AP(EMC) - AP({other})"))
             for other in ("frozen", "direct", "tent", "gcal") if other in methods
-            for theirs in [methods[other]["average_performance"]]]
+            for theirs, (_, se) in [(methods[other]["average_performance"], sweep.paired(
+                "average_performance", f"{name}/emc", f"{name}/{other}"))]]
   checks.append(harness.check(
       f"{name}_forgetting_near_zero", f"{name}: EMC forgetting within +-{FORGETTING_TOLERANCE}",
-      abs(ours["forgetting"]) <= FORGETTING_TOLERANCE, f"forgetting = {ours['forgetting']:+.3f}"))
+      abs(ours["forgetting"]) <= FORGETTING_TOLERANCE, f"forgetting = {ours['forgetting']:+.3f}",
+      measure=harness.measure(abs(ours["forgetting"]), se=ours["forgetting_se"], label=
+                              "|forgetting|", bound=FORGETTING_TOLERANCE, higher_is_better=False)))
   if "gcal" not in methods:
     return checks
   # Time: decided only when its 10-90% spread agrees; memory: a deterministic compiled footprint.
@@ -144,7 +148,8 @@ def sequence_checks(name, methods, ratio) -> list[dict]:
           f"{name}: EMC peak-memory cut vs GCAL-style >= {PAPER_MEMORY_CUT:.1%} (paper)",
           1 - memory >= PAPER_MEMORY_CUT,
           f"ratio {memory:.3f} (cut {1 - memory:.1%}): {ours['peak_bytes'] / mib:.2f} MiB vs"
-          f" {methods['gcal']['peak_bytes'] / mib:.2f} MiB")]
+          f" {methods['gcal']['peak_bytes'] / mib:.2f} MiB", measure=harness.measure(memory, bound=1
+              - PAPER_MEMORY_CUT, higher_is_better=False, label="EMC / GCAL-style peak memory"))]
 
 
 def plot_figures(workdir, summary, shown=("emc", "direct", "gcal", "tent")):
@@ -226,7 +231,7 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
                          ("runtime", "alternating_time_ratio", PAPER_TIME_CUT),
                          ("GPU memory", "peak_bytes_ratio", PAPER_MEMORY_CUT))] + PAPER_STATEMENTS,
       checks=[c for name, methods in summary.items() if "emc" in methods
-              for c in sequence_checks(name, methods, time_ratios.get(name))],
+              for c in sequence_checks(name, methods, time_ratios.get(name), sweep)],
       extra_run_data={"summary": summary, "time_ratio": time_ratios})
 
 

@@ -122,17 +122,22 @@ def evaluate_claim(settings: list[dict]) -> list[dict]:
         f" on val) < TF, test MSE at h={h}", jvp[key] < tf[key],
         f"{pm(jvp[key], jvp.get(key + '_se'))} vs TF"
         f" {pm(tf[key], tf.get(key + '_se'))}; paired difference"
-        f" {pm(*paired, digits=3)}"))
+        f" {pm(*paired, digits=3)}", measure=harness.measure(
+            paired[0], se=paired[1], bound=0.0, higher_is_better=False,
+            label=f"test MSE at h={h}, JVP - TF (paired)")))
   n, wins = len(settings), sum(c["passed"] for c in checks)
-  similar = sum(s["jvp"]["test_mse_h1"] <= ONE_STEP_TOLERANCE
-                * s["tf"]["test_mse_h1"] for s in settings)
+  ratios = [s["jvp"]["test_mse_h1"] / s["tf"]["test_mse_h1"] for s in settings]
+  similar = sum(r <= ONE_STEP_TOLERANCE for r in ratios)
   return checks + [
       harness.check("jvp_beats_tf_in_majority", "overall: the penalty lowers"
                     " longest-horizon error in a majority of (series, model)"
                     " settings", wins > n / 2, f"{wins} of {n} settings"),
       harness.check("one_step_error_similar", "overall: one-step test MSE"
                     f" within {ONE_STEP_TOLERANCE:g}x of TF in every setting",
-                    similar == n, f"{similar} of {n} settings")]
+                    similar == n, f"{similar} of {n} settings (ratios: "
+                    + ", ".join(f"{r:.2f}" for r in ratios) + ")", measure=harness.measure(
+                        max(ratios), bound=ONE_STEP_TOLERANCE, higher_is_better=False,
+                        label="largest one-step MSE ratio, TF+JVP / TF"))]
 
 
 def plot_figures(workdir, settings) -> None:

@@ -40,7 +40,7 @@ NOTES = [
     " parameters instead of 1M-150M, a few epochs; the partial-path sampling is our"
     " restatement of LEHD's.",
     "Verdicts of the parameter checks: PASS when the deeper model's gap is lower by more than"
-    " one standard error of the difference over the seeds, FAIL when higher by more,"
+    " two standard errors of the difference over the seeds, FAIL when higher by that much,"
     " INCONCLUSIVE in between.",
     "train_gflops: XLA's FLOP count of one compiled training step times the steps (padding of"
     " the partial paths to N cities included).",
@@ -123,7 +123,9 @@ def pair_checks(deep: str, wide: str, d, w) -> list[dict[str, Any]]:
   budget = min(d["train_gflops"], w["train_gflops"])
   at = lambda s: float(np.interp(np.log(budget), np.log(s["curve_gflops"]), s["curve_gap"]))
   wins = [a < b for a, b in zip(d["curve_gap"], w["curve_gap"])]
-  return [harness.check(*row) for row in [
+  measure = harness.measure(difference, se=se, bound=0.0, label="gap difference, wider"
+                            " - deeper (pp; PASS beyond 2 s.e.)")
+  return [harness.check(*row, measure=None if k else measure) for k, row in enumerate([
       (f"params_{deep}_vs_{wide}",
        f"the deeper {deep} ({d['parameters']:,} params) reaches a lower greedy gap than the"
        f" wider {wide} ({w['parameters']:,}), by > 2 s.e.", harness.effect_verdict(difference, se),
@@ -136,7 +138,7 @@ def pair_checks(deep: str, wide: str, d, w) -> list[dict[str, Any]]:
        " instances seen", sum(wins) > len(wins) / 2,
        f"lower at {sum(wins)} of {len(wins)} evaluation points (" + ", ".join(
            f"{n / 1000:g}k: {a:.1f}/{b:.1f}%" for n, a, b in zip(
-               d["instances_seen"], d["curve_gap"], w["curve_gap"])) + ")")]]
+               d["instances_seen"], d["curve_gap"], w["curve_gap"])) + ")")])]
 
 
 def evaluate_claim(summary, baselines, matched_pairs, depth_width) -> list[dict[str, Any]]:

@@ -85,7 +85,8 @@ def train_run(config, workdir, games, finished, mesh, one: harness.Run):
   ratio, name, multiplier = one.settings
   game, runs = games[ratio], finished[(name, ratio)]
   initial = float(saddle.residual_norm(game, game.zeros()))
-  method = saddle.dm_sp() if name == "dm_sp" else saddle.textbook_baseline(name, game, multiplier)
+  method = (saddle.dm_sp(eta=config.dm_sp_eta_multiplier * 0.5 / game.coupling) if name == "dm_sp"
+            else saddle.textbook_baseline(name, game, multiplier))  # DM-SP: eta x 1/(2 L_xy)
   # A smaller step cannot win once it has used the best one's rounds.
   budget_rounds = min([config.gda_max_rounds if name == "gda" else config.max_rounds]
                       + [c["rounds"] for c in runs if c["converged"]])
@@ -135,9 +136,13 @@ def evaluate_claim(best, config):
   for kind, min_ratio, check in FEWER_THAN_EG if both else ():
     compared = [(best[("dm_sp", r)], best[("extragradient", r)]) for r in sorted(config.ratios)
                 if r >= min_ratio]
+    worst = max((d[kind] / e[kind] for d, e in compared), default=None)  # DM-SP / EG
     checks.append(harness.check(f"dm_sp_fewer_{kind}_than_eg", check, bool(compared) and all(
         d["converged"] and d[kind] < e[kind] for d, e in compared),
-        ", ".join(f"{d['ratio']:g}: {d[kind]} vs {e[kind]}" for d, e in compared)))
+        ", ".join(f"{d['ratio']:g}: {d[kind]} vs {e[kind]}" for d, e in compared),
+        measure=harness.measure(worst if all(d["converged"] for d, _ in compared) else None,
+                                bound=1.0, higher_is_better=False,
+                                label=f"DM-SP / EG {UNITS[kind]} (worst ratio)")))
   slopes = lambda r: f"{label(r)} (slope {r['measured_slope']:.2f} vs {r['predicted_slope']:.2f})"
   return table, checks, " ".join(  # the statement of agreement
       head + "; ".join(map(words, rows)) + tail for agrees, head, words, tail in [

@@ -120,14 +120,15 @@ def summaries(sweep):
           for v, s in sweep.summaries.items()}
 
 
-def evaluate_claim(summary, short: int):
-  """The claim's checks from the seed means: accuracy over the first ``short`` steps."""
+def evaluate_claim(summary, short: int, sweep):
+  """The claim's checks from the seed means (paired over seeds): the first ``short`` steps."""
   wamr, frozen, native, fine, coarse = (summary[v] for v in VARIANTS)
   vs = lambda a, b, key, other="": f"{a[key]:.4f} vs {other}{b[key]:.4f}"
   fraction = wamr["tokens_mean"] / fine["tokens_mean"]
   ratio = wamr["vrmse_roi_short"] / fine["vrmse_roi_short"]
   first, step1 = f"first {short} steps", "global VRMSE step 1:"
-  return [harness.check(*row) for row in [
+  roi_gap = sweep.paired("vrmse_roi_short", "wamrvit_regrid", "vit_p8")
+  return [harness.check(*row[:4], **(row[4] if len(row) > 4 else {})) for row in [
       ("roi_near_finest_patch", f"ROI error within {NEAR_FACTOR:g}x of the finest-patch ViT"
        f" ({first})", ratio <= NEAR_FACTOR and wamr["finite"],
        f"WAMRViT {vs(wamr, fine, 'vrmse_roi_short', 'vit_p4 ')} ({ratio:.2f}x)"),
@@ -137,10 +138,14 @@ def evaluate_claim(summary, short: int):
       ("token_fraction", f"uses a fraction of the tokens (<= {TOKEN_FRACTION:.0%} of the finest"
        " patch, whole rollout)", fraction <= TOKEN_FRACTION,
        f"{wamr['tokens_mean']:.1f} vs {fine['tokens_mean']:.0f} tokens ({fraction:.0%});"
-       f" {wamr['tokens_last']:.1f} at the last step"),
+       f" {wamr['tokens_last']:.1f} at the last step", dict(measure=harness.measure(
+           fraction, se=wamr["tokens_mean_se"] and wamr["tokens_mean_se"] / fine["tokens_mean"],
+           bound=TOKEN_FRACTION, higher_is_better=False, label="token fraction (of vit_p4's)"))),
       ("roi_below_coarser_patch", f"ROI error below the coarser-patch ViT's ({first})",
        wamr["vrmse_roi_short"] < coarse["vrmse_roi_short"],
-       vs(wamr, coarse, "vrmse_roi_short", "vit_p8 ")),
+       vs(wamr, coarse, "vrmse_roi_short", "vit_p8 "), dict(measure=harness.measure(
+           roi_gap[0], se=roi_gap[1], bound=0.0, higher_is_better=False,
+           label="ROI VRMSE, WAMRViT - vit_p8 (paired)"))),
       ("regrid_beats_frozen_mesh", "regridding beats the frozen mesh on the ROI (whole rollout)",
        wamr["vrmse_roi_mean"] < frozen["vrmse_roi_mean"],
        f"{vs(wamr, frozen, 'vrmse_roi_mean', 'frozen ')};"
@@ -218,7 +223,7 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
              "AdamW, cosine decay, clip 1.0", "loss": "relative L2 of the next frame (residual"
              " prediction); wamrvit on leaf tokens, the others on the full field"},
       results=sweep.results(RESULT_METRICS, higher_is_better=("tokens_per_s", "valid_steps")),
-      checks=evaluate_claim(summary, short) if len(grid) == len(VARIANTS) else [],
+      checks=evaluate_claim(summary, short, sweep) if len(grid) == len(VARIANTS) else [],
       extra_run_data={"summary": summary}, notes=[
           f"{len(c.seeds)} seeds (model init and batch order); errors are means over"
           f" {d.num_test} test trajectories, rollouts of {c.rollout.num_steps} steps from test"

@@ -6,11 +6,26 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 
+SCALES = ("", "smoke", "paper")
+
+
 def is_smoke(arg: str | None) -> bool:
-  """True for the ``:smoke`` argument, False for none; anything else is an error."""
-  if arg not in (None, "", "smoke"):
-    raise ValueError(f"unknown config argument {arg!r}; expected 'smoke' or none.")
+  """True for the ``:smoke`` argument; False for none or ``:paper``; anything else is an error."""
+  if arg not in (None, *SCALES):
+    raise ValueError(f"unknown config argument {arg!r}; expected 'smoke',"
+                     " 'paper' or none.")
   return arg == "smoke"
+
+
+def is_paper(arg: str | None) -> bool:
+  """True for the ``:paper`` argument: the scale the paper reports.
+
+  Or the largest one accelerator runs in under 15 minutes; the config
+  module's docstring gives its expected wall time, and its ``PAPER_FEW_STEPS``
+  (dotted field -> value) cut it to a few steps at the same model and data
+  size, which a test runs on CPU.
+  """
+  return not is_smoke(arg) and arg == "paper"
 
 
 # ------------------------------------------------------------ field ranges --

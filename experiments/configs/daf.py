@@ -8,6 +8,23 @@ Smoke test (under a minute)::
 
   python -m experiments.daf --config experiments/configs/daf.py:smoke
 
+Paper scale (``:paper``): the paper's ViT-B/16 benchmarks are out of reach, so
+the digits protocol at the paper's adapter sizes: a 768-d backbone (ViT-B/16's
+feature width) with a rank-64 adapter (AdaptFormer's ViT-B bottleneck), and 5
+class orders x 5 seeds (25 paired runs per method)::
+
+  python -m experiments.daf --config experiments/configs/daf.py:paper
+
+Expected wall time on one H100: about 5 minutes, an estimate, not measured.
+The work is 25 x 8 sequences of 5 tasks x 15 epochs: 3,000 sequence-epochs of
+about 16 batch-16 steps, 48,000 small steps in all. At this size a GPU step
+costs its launch latency, a few ms at most, so 2-4 minutes plus compilation.
+(On 2 shared CPU cores a sequence-epoch takes about 20 ms at width 256: the
+``epochs`` study's 45 sequences took 26 s more for 26 more epochs.)
+``PAPER_FEW_STEPS`` (one order, one seed, one epoch per task, same model and
+data) takes 20 s of CPU time, most of it compilation (150 s wall on 2
+heavily shared cores).
+
 scikit-learn's digits (70/30 stratified split) through a frozen random-feature
 "backbone" (64 -> 256, ReLU, fixed seed), split into 5 tasks of 2 classes in
 3 class orders; a residual low-rank adapter (rank 16) and a cosine head
@@ -24,8 +41,13 @@ METHODS = ("last_adapter", "uniform_merge", "single_beta", "two_coef",
            "per_layer", "two_coef_first_task", "sequential", "joint")
 
 
+# The paper config at its model and data sizes: one order, one seed, 1 epoch.
+PAPER_FEW_STEPS = {"seeds": (0,), "orders": (0,), "training.epochs": 1}
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Returns the config; ``arg="smoke"`` gives a sub-minute run."""
+  """Returns the config; ``arg="smoke"`` gives a sub-minute run, ``"paper"`` a
+  768-d backbone, rank-64 adapter and 5 orders x 5 seeds."""
   config = ml_collections.ConfigDict()
   config.seed = 0
   config.seeds = (0, 1, 2)
@@ -60,6 +82,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.seeds = (0,)
     config.orders = (0, 1)
     config.training.epochs = 3
+  if common.is_paper(arg):
+    config.model.backbone_width = 768  # ViT-B/16's feature width
+    config.model.rank = 64  # AdaptFormer's ViT-B bottleneck
+    config.seeds = (0, 1, 2, 3, 4)
+    config.orders = (0, 1, 2, 3, 4)
   return config
 
 

@@ -34,6 +34,7 @@ from experiments.harness.report import diagnosis
 from experiments.harness.report import fmt
 from experiments.harness.report import make_report
 from experiments.harness.report import markdown_table
+from experiments.harness.report import measure
 from experiments.harness.report import paper_result
 from experiments.harness.report import refuse_pass_on_nan
 from experiments.harness.report import render_markdown

@@ -253,23 +253,44 @@ def report_metadata(main: MainFn) -> dict[str, Any]:
   """The report constants of ``main``'s module (``PAPER`` and ``CLAIM`` required).
 
   See :data:`experiments.harness.workdir.REPORT_CONSTANTS`; ``UNITS`` maps
-  metrics to the unit of their result rows.
+  metrics to the unit of their result rows. The diagnoses of the checks that
+  do not pass come from ``experiments/diagnoses/<binary>.py``
+  (:func:`diagnoses_of`).
   """
   module = sys.modules[main.__module__]
   missing = [n for n in ("PAPER", "CLAIM") if not hasattr(module, n)]
   if missing:
     raise TypeError(f"binary {module.__name__} must define {' and '.join(missing)}"
                     " at module level: the report's paper and claim.")
-  for check_id, value in getattr(module, "DIAGNOSES", {}).items():
-    try:
-      report_lib.diagnosis(**value)
-    except (TypeError, ValueError) as e:
-      raise TypeError(f"DIAGNOSES[{check_id!r}] of {module.__name__} is not a"
-                      f" harness.diagnosis(...): {e}") from None
   return {"units": dict(getattr(module, "UNITS", {})),
           **{field: getattr(module, constant)
              for constant, field in workdir_lib.REPORT_CONSTANTS.items()
-             if hasattr(module, constant)}}
+             if hasattr(module, constant)},
+          "diagnoses": diagnoses_of(module.__name__.rsplit(".", 1)[-1])}
+
+
+def diagnoses_of(experiment: str) -> dict[str, dict[str, Any]]:
+  """``DIAGNOSES`` of ``experiments/diagnoses/<experiment>.py`` ({} if none).
+
+  Check id -> :func:`experiments.harness.diagnosis`: why that check does not
+  pass at the committed scale, with the evidence (a scaling study's report
+  and figure under ``experiments/results/<experiment>/``). Kept apart from
+  the binary because the evidence is written after the runs that give it.
+  """
+  try:
+    module = importlib.import_module(f"experiments.diagnoses.{experiment}")
+  except ModuleNotFoundError as e:
+    if e.name != f"experiments.diagnoses.{experiment}":
+      raise
+    return {}
+  out = {}
+  for check_id, value in getattr(module, "DIAGNOSES", {}).items():
+    try:
+      out[check_id] = report_lib.diagnosis(**value)
+    except (TypeError, ValueError) as e:
+      raise TypeError(f"DIAGNOSES[{check_id!r}] of {module.__name__} is not a"
+                      f" harness.diagnosis(...): {e}") from None
+  return out
 
 
 def call_main(main: MainFn, config: ml_collections.ConfigDict,

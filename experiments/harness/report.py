@@ -22,6 +22,7 @@ import numpy as np
 
 from experiments.harness import card as card_lib
 from experiments.harness import stats
+from experiments.harness.jsonio import write_json_atomic
 from jaxpapers import evalcards
 
 PACKAGES = ("jaxpapers", "jax", "jaxlib", "flax", "optax", "chex",
@@ -30,8 +31,8 @@ VERDICTS = {True: "PASS", False: "FAIL", None: "INCONCLUSIVE"}
 
 
 def check(check_id: str, name: str, passed: bool | None, detail: str, *,
-          values: Any = None, machine_dependent: bool = False
-          ) -> dict[str, Any]:
+          values: Any = None, machine_dependent: bool = False,
+          measure: Mapping[str, Any] | None = None) -> dict[str, Any]:
   """One part of a claim: ``passed`` True, False or None (inconclusive).
 
   ``check_id`` is stable (tests and later reports refer to it); ``name``
@@ -50,12 +51,34 @@ def check(check_id: str, name: str, passed: bool | None, detail: str, *,
   this run (paired, alternating rounds judged on their spread:
   :func:`experiments.harness.stats.paired_ratio` and ``at_most``), so another
   machine or load may decide it differently; ``report.md`` marks it.
+
+  ``measure`` (:func:`measure`): the one number the verdict compares with
+  its bound, kept in the check so that a scaling study
+  (``python -m experiments.scaling``) can follow it across sizes.
   """
   out = {"id": check_id, "name": name,
          "passed": None if passed is None else bool(passed), "detail": detail}
   if machine_dependent:
     out["machine_dependent"] = True
-  return refuse_pass_on_nan(out, values)
+  if measure is not None:
+    out["measure"] = dict(measure)
+  return refuse_pass_on_nan(out, values if measure is None else
+                            [values, measure["value"], measure["se"]])
+
+
+def measure(value: float | None, *, bound: float, higher_is_better: bool = True,
+            se: float | None = None, label: str = "") -> dict[str, Any]:
+  """The number a check's verdict rests on: ``value`` (+- ``se``) against ``bound``.
+
+  The claim holds in the direction ``higher_is_better`` (``value > bound``)
+  or its opposite; ``label`` names the quantity (an axis label: "AIA
+  difference", "steps ratio"). A value that could not be measured is None.
+  """
+  if not isinstance(bound, (int, float)) or not math.isfinite(bound):
+    raise ValueError(f"bound must be a finite number; got {bound!r}.")
+  as_float = lambda v: None if v is None else float(v)
+  return {"value": as_float(value), "se": as_float(se), "bound": float(bound),
+          "higher_is_better": bool(higher_is_better), "label": label}
 
 
 def timing_check(check_id: str, name: str, ratio: Mapping[str, float], *,
@@ -77,7 +100,9 @@ def timing_check(check_id: str, name: str, ratio: Mapping[str, float], *,
             f"{ratio['high']:.3g}, {ratio['rounds']} rounds) vs bound"
             f" {'<=' if at_least is None else '>='} {bound:g}")
   return check(check_id, name, passed, detail, values=ratio,
-               machine_dependent=True)
+               machine_dependent=True, measure=measure(
+                   ratio["ratio"], bound=bound, higher_is_better=at_most is None,
+                   label=what.rstrip(" =") or "timing ratio"))
 
 
 DIAGNOSIS_KINDS = ("scale", "reconstruction", "method", "bug")
@@ -130,6 +155,60 @@ def attach_diagnoses(checks: Sequence[Mapping[str, Any]],
         c["diagnosis"] = dict(diagnoses[c["id"]])
     out.append(c)
   return out, notes
+
+
+def reattach_diagnoses(workdir: str,
+                       diagnoses: Mapping[str, Mapping[str, Any]]) -> bool:
+  """Attaches ``diagnoses`` to a finished report's checks, computing nothing.
+
+  The diagnoses of a report's failing checks are written after the runs
+  that give their evidence; this puts the current ones on the checks of
+  ``<workdir>/report.json`` (replacing any earlier), re-renders
+  ``report.md`` (keeping the binary's appendix) and the ``eee/`` records,
+  and records the commit that attached them (``run_data.diagnoses_attached``,
+  a note): the numbers stay those of the run's own commits. Returns whether
+  anything changed.
+
+  Raises:
+    ValueError: ``report.md`` is not a rendering of ``report.json`` (its
+      reproducibility block is missing or edited): its appendix cannot be
+      told apart.
+  """
+  json_path = os.path.join(workdir, "report.json")
+  md_path = os.path.join(workdir, "report.md")
+  with open(json_path) as f:
+    report = json.load(f)
+  with open(md_path) as f:
+    markdown = f.read()
+  # The rendering ends with the versions line; what follows is the appendix.
+  last_line = render_markdown(report).rstrip("\n").rsplit("\n", 1)[-1]
+  reproducibility = markdown.find("\n## Reproducibility\n")
+  end = markdown.find("\n" + last_line + "\n", reproducibility)
+  if reproducibility < 0 or end < 0:
+    raise ValueError(f"{md_path} is not a rendering of its report.json;"
+                     " rerun the experiment to rebuild both.")
+  appendix = markdown[end + len(last_line) + 2:]
+  run_data = report["run_data"]
+  bare = [{k: v for k, v in c.items() if k != "diagnosis"}
+          for c in run_data["checks"]]
+  checks, _ = attach_diagnoses(bare, diagnoses)
+  commit = git_commit()
+  if checks == run_data["checks"] and (
+      not any("diagnosis" in c for c in checks) or (
+          run_data.get("diagnoses_attached", {}).get("git_commit") == commit
+          and markdown == render_markdown(report) + appendix)):
+    return False
+  note = (f"Diagnoses of the checks that do not pass attached at {commit}"
+          " without recomputing (the numbers are those of the commits above).")
+  run_data["checks"] = checks
+  run_data["diagnoses_attached"] = {"git_commit": commit}
+  run_data["notes"] = [n for n in run_data["notes"]
+                       if not n.startswith("Diagnoses of the checks")] + [note]
+  write_json_atomic(json_path, report, indent=2)
+  with open(md_path, "w") as f:
+    f.write(render_markdown(report) + appendix)
+  card_lib.regenerate(workdir)
+  return True
 
 
 _NAN_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_])[-+]?nan(?![A-Za-z0-9_])",
@@ -354,8 +433,10 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += ["", "### Why these checks do not pass", ""]
     lines += [f"- `{c['id']}` ({VERDICTS[c['passed']]}), **"
               f"{c['diagnosis']['kind']}**: {c['diagnosis']['evidence']}"
-              + (" Evidence: " + ", ".join(
-                  f"[{a}]({a})" for a in c["diagnosis"]["artefacts"]) + "."
+              # Paths as code, not links: the docs pages include this
+              # file, where a link would resolve against docs/.
+              + (" Evidence (in this report's folder): " + ", ".join(
+                  f"`{a}`" for a in c["diagnosis"]["artefacts"]) + "."
                  if c["diagnosis"]["artefacts"] else "")
               for c in diagnosed]
   if any(c.get("machine_dependent") for c in checks):

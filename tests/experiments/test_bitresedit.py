@@ -89,6 +89,27 @@ def test_a_curve_that_keeps_rising_does_not_saturate():
   assert checks["saturates_eps0.1"]["passed"] is False
 
 
+def test_checked_trust_picks_the_curves_and_the_measures_match_the_verdicts():
+  per_seed = [_seed([0.70, 0.79, 0.80]), _seed([0.71, 0.80, 0.81])]
+  for record in per_seed:  # exact mode over-steers: rises, then falls
+    record["sweep"]["exact/0.1"] = {**record["sweep"]["exact/0.1"],
+                                    "alignment": [0.70, 0.80, 0.75]}
+  config = _config()
+  config.checked_trust = "exact"
+  sweep = _sweep(per_seed)
+  checks = {c["id"]: c for c in bitresedit.evaluate_claim(
+      config, sweep, bitresedit.aggregate(config, sweep), {"0.001": 0.036, "0.1": 0.54})}
+  assert checks["saturates_eps0.1"]["passed"] is False
+  assert "(exact)" in checks["saturates_eps0.1"]["name"]
+  assert _checks(per_seed)["saturates_eps0.1"]["passed"] is True  # quadratic
+  for check in (checks["saturates_eps0.1"], _checks(per_seed)["saturates_eps0.1"]):
+    value, bound = check["measure"]["value"], check["measure"]["bound"]
+    assert check["measure"]["higher_is_better"] is False
+    assert (value <= bound) is check["passed"]
+  rises = checks["alignment_rises_eps0.1"]["measure"]
+  assert rises["value"] > 0 and rises["se"] is not None and rises["bound"] == 0.0
+
+
 def _gain(differences):
   """The verdict of ``both - resedit_only`` alignments with these differences."""
   per_seed = [_seed([0.7, 0.8, 0.8], both=0.7 + d) for d in differences]

@@ -54,6 +54,22 @@ def test_claim_checks_follow_the_numbers(drop, sparse_passes):
   np.testing.assert_allclose(summary["rules"][butr.BUTR]["mean_k"], 282.5)
 
 
+def test_a_constant_budget_makes_the_rank_checks_inconclusive_not_a_crash():
+  # A few images can give DQ-DETR's batch-max one bucket (Spearman undefined).
+  config = butr_config.get_config()
+  evaluation = _evaluation(0.0)
+  evaluation[butr.DQ_BATCH]["k"] = [900] * 8
+  summary = butr.summarize(evaluation, config)
+  checks = {c["id"]: c for c in butr.evaluate_claim(evaluation, summary, config)}
+  assert checks["closer_alignment_than_dq_detr"]["passed"] is None
+  assert "n/a (constant K" in checks["closer_alignment_than_dq_detr"]["detail"]
+  assert checks["budget_tracks_count"]["passed"] is True
+  evaluation[butr.BUTR]["k"] = [300] * 8
+  summary = butr.summarize(evaluation, config)
+  checks = {c["id"]: c for c in butr.evaluate_claim(evaluation, summary, config)}
+  assert checks["budget_tracks_count"]["passed"] is None
+
+
 def test_bad_configs_are_refused_by_name():
   config = butr_config.get_config("smoke")
   config.data.chunk = 50

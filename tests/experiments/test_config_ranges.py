@@ -25,7 +25,14 @@ BINARIES = sorted(
     os.path.basename(p)[:-3]
     for p in glob.glob(os.path.join(ROOT, "experiments", "*.py"))
     if "harness.run(" in _source(p))
-CONFIG_ARGS = {"routing": (None, "smoke", "full")}
+# Every scaling study of experiments/diagnoses/ is a config of the scaling binary.
+STUDIES = tuple(
+    f"{os.path.basename(path)[:-3]}.{study}"
+    for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "diagnoses",
+                                              "[a-z]*.py")))
+    for study in getattr(importlib.import_module(
+        f"experiments.diagnoses.{os.path.basename(path)[:-3]}"), "STUDIES", {}))
+CONFIG_ARGS = {"routing": (None, "smoke", "full", "paper"), "scaling": STUDIES}
 
 
 def _config(name, arg=None):
@@ -34,12 +41,13 @@ def _config(name, arg=None):
 
 
 def test_the_fifteen_binaries_are_found():
-  assert len(BINARIES) == 15 and "lm" not in BINARIES, BINARIES
+  assert len(BINARIES) == 16 and "lm" not in BINARIES, BINARIES
+  assert "scaling" in BINARIES and len(STUDIES) >= 12, STUDIES
 
 
 @pytest.mark.parametrize("name", BINARIES)
 def test_every_shipped_config_lies_in_its_declared_ranges(name):
-  for arg in CONFIG_ARGS.get(name, (None, "smoke")):
+  for arg in CONFIG_ARGS.get(name, (None, "smoke", "paper")):
     config, fields = _config(name, arg)
     common.check_fields(config, fields)  # every field declared, every value in
     assert set(fields) == set(common.flatten(config))
@@ -149,7 +157,7 @@ def _bad_values(value):
 
 @pytest.mark.parametrize("name", BINARIES)
 def test_no_field_takes_nan_an_infinity_or_a_negative_count(name):
-  config, fields = _config(name, "smoke")
+  config, fields = _config(name, STUDIES[0] if name == "scaling" else "smoke")
   signed = []
   for field, value in common.flatten(config).items():
     for bad in _bad_values(value):

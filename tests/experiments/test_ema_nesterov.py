@@ -131,6 +131,17 @@ def test_claim_checks_follow_the_numbers(ema_final, passes):
   assert summary["lookahead"]["reached_in"] == 0
 
 
+def test_the_failing_checks_carry_their_measure_and_a_one_sided_grid_is_inconclusive():
+  # A study fixes phase 2's cell with a grid of gamma > 0 only: no gamma = 0 to compare.
+  checks = {c["id"]: c for c in ema_nesterov.evaluate_claim(_summary(2.1), _GRID[1:], 2)}
+  assert checks["grid_long_horizon_beats_gamma0"]["passed"] is None
+  gap = checks["adamw_ema_lowers_final_loss"]["measure"]
+  assert gap["value"] == pytest.approx(0.1) and gap["bound"] == 0.0
+  assert not gap["higher_is_better"] and checks["adamw_ema_lowers_final_loss"]["passed"] is False
+  ratio = checks["muon_ema_fewer_steps"]["measure"]
+  assert ratio["value"] == pytest.approx(2.2 / 2.3) and ratio["bound"] == 1.0
+
+
 def test_paper_numbers_are_compared_with_our_muon_steps_ratio():
   rows = ema_nesterov.result_rows(_summary(1.9), _GRID, 2.0, 2)
   ours = {(r["evaluation_name"], r["metric"]): r for r in rows}

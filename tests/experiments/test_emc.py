@@ -20,7 +20,19 @@ def _refuses(config):
 
 def _method(ap, forgetting=0.0, peak=100.0):
   return {"average_performance": ap, "forgetting": forgetting,
-          "peak_bytes": peak}
+          "forgetting_se": 0.001, "peak_bytes": peak}
+
+
+class _Sweep:
+  """The sweep's paired differences over seeds, of one seed: no s.e."""
+
+  def __init__(self, summary):
+    self.summary = summary
+
+  def paired(self, metric, cell, baseline):
+    (name, ours), theirs = cell.split("/"), baseline.split("/")[1]
+    return (self.summary[name][ours][metric]
+            - self.summary[name][theirs][metric], None)
 
 
 def _ratio(low, high):
@@ -30,7 +42,7 @@ def _ratio(low, high):
 
 def _checks(summary, time_ratio):
   return {c["id"]: c for c in emc.sequence_checks("csbm", summary["csbm"],
-                                                 time_ratio)}
+                                                 time_ratio, _Sweep(summary))}
 
 
 def test_claim_checks_follow_the_numbers():
@@ -51,6 +63,21 @@ def test_claim_checks_follow_the_numbers():
   assert checks["csbm_forgetting_near_zero"]["passed"] is False
   assert checks["csbm_time_cut_vs_gcal"]["passed"] is False
   assert checks["csbm_memory_cut_vs_gcal"]["passed"] is False
+
+
+def test_checks_carry_the_number_their_verdict_compares():
+  summary = {"csbm": {"tent": _method(0.80), "gcal": _method(0.78, peak=100.0),
+                      "emc": _method(0.78, forgetting=-0.05, peak=8.0)}}
+  checks = _checks(summary, _ratio(0.08, 0.12))
+  ap = checks["csbm_ap_vs_tent"]["measure"]
+  assert ap["value"] == pytest.approx(-0.02) and ap["bound"] == -emc.ACCURACY_TOLERANCE
+  assert ap["higher_is_better"] is True
+  forgetting = checks["csbm_forgetting_near_zero"]["measure"]
+  assert forgetting["value"] == 0.05 and forgetting["se"] == 0.001
+  assert forgetting["higher_is_better"] is False
+  memory = checks["csbm_memory_cut_vs_gcal"]["measure"]
+  assert memory["value"] == 0.08 and memory["bound"] == pytest.approx(1 - 0.924)
+  assert memory["higher_is_better"] is False
 
 
 def test_time_check_is_inconclusive_when_the_bound_is_inside_the_spread():

@@ -54,6 +54,8 @@ def test_claim_checks_follow_the_numbers(emo_deltas, std_deltas, expected):
   assert summary["standard"]["code"]["random_delta_0.125"][0] == pytest.approx(
       2 * std_deltas[1])
   checks = emo.evaluate_claim(summary, _config())
+  barely = next(c for c in checks if c["id"] == "emo_barely_moves_at_25pct")["measure"]
+  assert barely["value"] == pytest.approx(emo_deltas[0] / 1.02) and barely["bound"] == 0.05
   checks = {c["id"]: c["passed"] for c in checks}
   assert checks == dict(zip(CHECK_IDS, expected))
 

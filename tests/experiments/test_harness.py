@@ -647,8 +647,8 @@ def test_a_diagnosis_is_attached_to_its_failing_check_and_rendered(workdir):
   with open(os.path.join(workdir.path, "report.md")) as f:
     text = f.read()
   assert "| `gap` | gap | FAIL (scale) | 0.1 |" in text
-  assert ("- `gap` (FAIL), **scale**: the gap shrinks with steps. Evidence:"
-          " [s.png](s.png).") in text
+  assert ("- `gap` (FAIL), **scale**: the gap shrinks with steps. Evidence"
+          " (in this report's folder): `s.png`.") in text
 
 
 @pytest.mark.parametrize("kwargs, error, message", [

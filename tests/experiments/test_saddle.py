@@ -135,6 +135,10 @@ def test_claim_checks_follow_the_numbers(dm_rounds, flat):
     best.update(_best(ratio, "extragradient", int(600 * (1 + ratio)),
                       int(600 * (1 + ratio))))
   _, checks, statement = saddle_experiment.evaluate_claim(best, _Config)
+  # DM-SP / EG rounds at the worst ratio, against 1.
+  worst = {c["id"]: c for c in checks}["dm_sp_fewer_rounds_than_eg"]["measure"]
+  assert worst["bound"] == 1.0 and worst["higher_is_better"] is False
+  assert (worst["value"] < 1.0) is flat
   checks = {c["id"]: c["passed"] for c in checks}
   assert checks["dm_sp_rounds_slope"] is flat
   assert checks["dm_sp_oracle_calls_slope"] is True

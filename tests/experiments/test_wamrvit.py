@@ -24,11 +24,39 @@ def _summary(roi, tokens, roi_mean=1.0, step1=0.1):
   return {"vrmse_roi_short": roi, "vrmse_roi_step1": roi,
           "vrmse_roi_mean": roi_mean, "vrmse_roi_last": roi_mean,
           "vrmse_step1": step1, "tokens_mean": tokens, "tokens_last": tokens,
-          "finite": True}
+          "tokens_mean_se": None, "finite": True}
+
+
+def _one_seed(summary):
+  """A sweep of one seed whose per-seed summaries are ``summary``'s cells."""
+  return harness_sweep.SweepResult({v: None for v in summary}, (0,), {},
+                                   {v: [s] for v, s in summary.items()}, None)
 
 
 def _passed(summary):
-  return {c["id"]: c["passed"] for c in wamrvit.evaluate_claim(summary, 10)}
+  return {c["id"]: c["passed"]
+          for c in wamrvit.evaluate_claim(summary, 10, _one_seed(summary))}
+
+
+def test_failing_checks_carry_the_numbers_they_compare():
+  cells = {"wamrvit_regrid": (0.6, 0.8), "wamrvit_frozen": (0.7, 0.7),
+           "wamrvit_native": (0.5, 0.5), "vit_p4": (0.7, 0.7), "vit_p8": (0.4, 0.5)}
+  tokens = {"wamrvit_regrid": (240.0, 250.0), "vit_p8": (64.0, 64.0)}
+  per_seed = {v: [_summary(roi, tokens.get(v, (256.0, 256.0))[k])
+                  for k, roi in enumerate(rois)] for v, rois in cells.items()}
+  sweep = harness_sweep.SweepResult({v: None for v in cells}, (0, 1), {}, per_seed, None)
+  summary = {v: {**harness.over_seeds(rows), "finite": True} for v, rows in per_seed.items()}
+  checks = {c["id"]: c for c in wamrvit.evaluate_claim(summary, 10, sweep)}
+  tokens_measure = checks["token_fraction"]["measure"]
+  assert tokens_measure["value"] == pytest.approx(245.0 / 256.0)
+  assert tokens_measure["se"] == pytest.approx(5.0 / 256.0)
+  assert tokens_measure["bound"] == wamrvit.TOKEN_FRACTION
+  assert not tokens_measure["higher_is_better"] and not checks["token_fraction"]["passed"]
+  roi_measure = checks["roi_below_coarser_patch"]["measure"]
+  assert roi_measure["value"] == pytest.approx(0.25)  # paired: (0.2 + 0.3) / 2
+  assert roi_measure["se"] == pytest.approx(0.05)
+  assert roi_measure["bound"] == 0.0 and not roi_measure["higher_is_better"]
+  assert checks["roi_below_coarser_patch"]["passed"] is False
 
 
 def test_claim_checks_follow_the_numbers():

@@ -60,6 +60,9 @@ def test_claim_checks_follow_the_numbers():
   assert checks["update_speedup_vs_hungarian"]["passed"] is True  # 10^4 x
   assert checks["update_speedup_vs_hungarian"]["machine_dependent"] is True
   assert "machine_dependent" not in checks["bound_holds"]
+  measure = checks["update_speedup_vs_hungarian"]["measure"]
+  assert measure["bound"] == wasserstein.SPEEDUP_GOAL
+  assert measure["higher_is_better"] is True and measure["value"] > 1000
   streams[("uniform", 8, 64)] = _stream([1.0], [[7.0]], [[6.0]], update=1e-4)
   streams[("uniform", 8, 64)]["matches_rebuild"] = [False]
   summary = {(*k, 1): wasserstein.summarize(s, 0) for k, s in streams.items()}
@@ -73,9 +76,25 @@ def test_claim_checks_follow_the_numbers():
   assert checks["update_speedup_vs_hungarian"]["passed"] is False
 
 
+def test_the_speedup_check_is_judged_at_speedup_size():
+  config = _config(dims=(2,), sizes=(64, 128), ps=(1,),
+                   distributions=("uniform",))
+  streams = {("uniform", 2, 64): _stream([1.0], [[1.5]], [[9.0]], update=1e-4),
+             ("uniform", 2, 128): _stream([1.0], [[1.5]], [[9.0]])}
+  summary = {(*k, 1): wasserstein.summarize(s, 0) for k, s in streams.items()}
+  largest = {c["id"]: c for c in wasserstein.evaluate_claim(config, summary,
+                                                            streams)}
+  config.speedup_size = 64
+  at_64 = {c["id"]: c for c in wasserstein.evaluate_claim(config, summary,
+                                                          streams)}
+  assert largest["update_speedup_vs_hungarian"]["passed"] is True
+  assert at_64["update_speedup_vs_hungarian"]["passed"] is False
+  assert at_64["update_speedup_vs_hungarian"]["name"].startswith("n = 64:")
+
+
 @pytest.mark.parametrize("field,value", [
     ("distributions", ("gaussian",)), ("checkpoint_every", 30),
-    ("num_ops", 1100), ("sizes", (1, 64))])
+    ("num_ops", 1100), ("sizes", (1, 64)), ("speedup_size", 100)])
 def test_validate_rejects_configs_it_cannot_run(field, value):
   config = _config()
   _refuses(config)
