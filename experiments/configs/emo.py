@@ -37,9 +37,9 @@ on one H100: about 10 minutes, an estimate (no GPU was lent to measure it):
 about 1e11 FLOPs a step (expert and attention matmuls) in 15-25 ms
 (launch-bound, EMO's pool ranks and the ragged matmuls included), so about
 60 s per model, 6 models, plus the selector's forwards and about 3 min of
-compilation. ``PAPER_FEW_STEPS`` keeps the model and data sizes and runs 10
-steps of one seed with 4 evaluation windows (not yet timed on CPU; at the
-127-expert width its "ragged_dot" matmuls are dense work there).
+compilation. ``PAPER_FEW_STEPS`` keeps the model and data sizes and runs 2
+steps of one seed with the blocked grouped matmul (XLA:CPU's "ragged_dot" at
+127 experts took about a minute a step).
 """
 
 import ml_collections
@@ -48,9 +48,14 @@ from experiments.configs import common
 from jaxpapers import moe
 
 
-# The paper config at its model and data sizes: 10 steps, one seed, 4 windows.
-PAPER_FEW_STEPS = {"seeds": (0,), "train.num_steps": 10, "train.warmup_steps": 2,
-                   "log_every": 5, "checkpoint_every": 10, "eval.max_windows": 4}
+# The paper config at its model and data sizes, for a few steps on CPU: 2
+# steps of one seed, 2 windows, one fraction, and the blocked grouped matmul
+# (XLA:CPU runs "ragged_dot" at 127 experts densely: about a minute a step).
+PAPER_FEW_STEPS = {"seeds": (0,), "train.num_steps": 2, "train.warmup_steps": 1,
+                   "train.batch_size": 4, "log_every": 1, "checkpoint_every": 2,
+                   "eval.max_windows": 2, "eval.calibration_docs": 1,
+                   "eval.fractions": (0.25,), "eval.random_subsets": False,
+                   "model.grouped_matmul": "blocked"}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
