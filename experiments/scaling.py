@@ -40,8 +40,9 @@ CLAIM = "A check's measure moves toward its bound as the experiment grows."
 def run_size(module: Any, config: ml_collections.ConfigDict, path: str,
              scale: str) -> dict[str, Any]:
   """The experiment's binary at one size, in its own workdir: its checks."""
-  workdir = harness.Workdir(path, config, module.__name__.rsplit(".", 1)[1])
-  workdir.metadata = cli.report_metadata(module.main)
+  name = module.__name__.rsplit(".", 1)[1]
+  workdir = harness.Workdir(path, config, name)
+  workdir.metadata = cli.report_metadata(module.main, name)
   workdir.scale = scale
   harness.call_main(module.main, config, workdir)
   with open(os.path.join(path, "report.json")) as f:

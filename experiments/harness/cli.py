@@ -92,7 +92,7 @@ def run(main: MainFn, *, name: str,
   error (exit 2). A workdir that cannot be used (a file, not writable,
   damaged) is ``error:`` and exit 1, also when ``main`` finds it damaged.
   """
-  metadata = report_metadata(main)
+  metadata = report_metadata(main, name)
   if fields is None:  # the binary's own config module declares both
     config_module = importlib.import_module(f"experiments.configs.{name}")
     fields = config_module.FIELDS
@@ -249,13 +249,14 @@ def _run_main(main: MainFn, name: str,
       print(scale_note(name, checks), flush=True)
 
 
-def report_metadata(main: MainFn) -> dict[str, Any]:
+def report_metadata(main: MainFn, name: str | None = None) -> dict[str, Any]:
   """The report constants of ``main``'s module (``PAPER`` and ``CLAIM`` required).
 
   See :data:`experiments.harness.workdir.REPORT_CONSTANTS`; ``UNITS`` maps
   metrics to the unit of their result rows. The diagnoses of the checks that
-  do not pass come from ``experiments/diagnoses/<binary>.py``
-  (:func:`diagnoses_of`).
+  do not pass come from ``experiments/diagnoses/<name>.py``
+  (:func:`diagnoses_of`); ``name`` defaults to the module's (which is
+  ``__main__`` under ``python -m``).
   """
   module = sys.modules[main.__module__]
   missing = [n for n in ("PAPER", "CLAIM") if not hasattr(module, n)]
@@ -266,7 +267,7 @@ def report_metadata(main: MainFn) -> dict[str, Any]:
           **{field: getattr(module, constant)
              for constant, field in workdir_lib.REPORT_CONSTANTS.items()
              if hasattr(module, constant)},
-          "diagnoses": diagnoses_of(module.__name__.rsplit(".", 1)[-1])}
+          "diagnoses": diagnoses_of(name or module.__name__.rsplit(".", 1)[-1])}
 
 
 def diagnoses_of(experiment: str) -> dict[str, dict[str, Any]]:

@@ -182,3 +182,12 @@ def test_every_committed_check_passes_or_says_why(experiment):
           check_id, artefact)
     if why["kind"] in ("scale", "method"):
       assert any(a.endswith(".png") for a in why["artefacts"]), check_id
+
+
+def test_a_binary_run_with_python_m_gets_its_experiments_diagnoses(
+    toy_experiment):
+  # Under ``python -m experiments.daf`` main's module is __main__: the
+  # harness names the experiment instead.
+  metadata = cli.report_metadata(toy_experiment.main, "daf")
+  assert metadata["diagnoses"] == cli.diagnoses_of("daf")
+  assert set(metadata["diagnoses"]) >= {"two_coef_beats_uniform_merge"}
