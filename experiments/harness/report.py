@@ -193,10 +193,12 @@ def reattach_diagnoses(workdir: str,
           for c in run_data["checks"]]
   checks, _ = attach_diagnoses(bare, diagnoses)
   commit = git_commit()
-  if checks == run_data["checks"] and (
-      not any("diagnosis" in c for c in checks) or (
-          run_data.get("diagnoses_attached", {}).get("git_commit") == commit
-          and markdown == render_markdown(report) + appendix)):
+  # An attachment made on a tree with uncommitted changes is made again.
+  dirty = run_data.get("diagnoses_attached", {}).get(
+      "git_commit", "").endswith("+dirty")
+  if checks == run_data["checks"] and not dirty and (
+      not any("diagnosis" in c for c in checks)
+      or markdown == render_markdown(report) + appendix):
     return False
   note = (f"Diagnoses of the checks that do not pass attached at {commit}"
           " without recomputing (the numbers are those of the commits above).")
