@@ -336,11 +336,13 @@ def diagnose(dirs: Iterable[str]) -> list[str]:
   from experiments.harness import cli  # pylint: disable=g-import-not-at-top
   from experiments.harness import report as report_lib  # pylint: disable=g-import-not-at-top
   workdirs, _ = find_sources(dirs)
+  commit = report_lib.git_commit()  # before the first write dirties the tree
   changed = []
   for _, workdir in workdirs:
     with open(os.path.join(workdir, "report.json")) as f:
       experiment = json.load(f)["benchmark_metadata"]["experiment"]
-    if report_lib.reattach_diagnoses(workdir, cli.diagnoses_of(experiment)):
+    if report_lib.reattach_diagnoses(workdir, cli.diagnoses_of(experiment),
+                                     commit):
       changed.append(workdir)
   return changed
 

@@ -158,7 +158,8 @@ def attach_diagnoses(checks: Sequence[Mapping[str, Any]],
 
 
 def reattach_diagnoses(workdir: str,
-                       diagnoses: Mapping[str, Mapping[str, Any]]) -> bool:
+                       diagnoses: Mapping[str, Mapping[str, Any]],
+                       commit: str | None = None) -> bool:
   """Attaches ``diagnoses`` to a finished report's checks, computing nothing.
 
   The diagnoses of a report's failing checks are written after the runs
@@ -166,8 +167,10 @@ def reattach_diagnoses(workdir: str,
   ``<workdir>/report.json`` (replacing any earlier), re-renders
   ``report.md`` (keeping the binary's appendix) and the ``eee/`` records,
   and records the commit that attached them (``run_data.diagnoses_attached``,
-  a note): the numbers stay those of the run's own commits. Returns whether
-  anything changed.
+  a note; ``commit`` defaults to the checkout's, and a caller that
+  attaches to several reports takes it once, before the first write dirties
+  the tree): the numbers stay those of the run's own commits. Returns
+  whether anything changed.
 
   Raises:
     ValueError: ``report.md`` is not a rendering of ``report.json`` (its
@@ -192,7 +195,7 @@ def reattach_diagnoses(workdir: str,
   bare = [{k: v for k, v in c.items() if k != "diagnosis"}
           for c in run_data["checks"]]
   checks, _ = attach_diagnoses(bare, diagnoses)
-  commit = git_commit()
+  commit = commit or git_commit()
   # An attachment made on a tree with uncommitted changes is made again.
   dirty = run_data.get("diagnoses_attached", {}).get(
       "git_commit", "").endswith("+dirty")

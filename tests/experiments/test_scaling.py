@@ -143,7 +143,8 @@ def _committed_like(tmp_path):
 def test_diagnoses_attach_to_a_finished_report_without_recomputing(tmp_path):
   path = _committed_like(tmp_path)
   why = {"gap": harness.diagnosis("scale", "it shrinks.", ["s.png"])}
-  assert report_lib.reattach_diagnoses(path, why)
+  assert report_lib.reattach_diagnoses(path, why, "abc1234+dirty")
+  assert report_lib.reattach_diagnoses(path, why, "abc1234")  # made again
   with open(os.path.join(path, "report.json")) as f:
     run_data = json.load(f)["run_data"]
   assert run_data["checks"][0]["diagnosis"]["kind"] == "scale"
@@ -153,11 +154,12 @@ def test_diagnoses_attach_to_a_finished_report_without_recomputing(tmp_path):
     text = f.read()
   assert "| `gap` | gap | FAIL (scale) | 0.1 |" in text
   assert text.endswith("## Appendix\n\nkept\n")
-  assert not report_lib.reattach_diagnoses(path, why)  # nothing new
+  assert run_data["diagnoses_attached"] == {"git_commit": "abc1234"}
+  assert not report_lib.reattach_diagnoses(path, why, "def5678")  # nothing new
   with open(os.path.join(path, "report.md"), "w") as f:
     f.write(text.replace("## Reproducibility", "## Edited by hand"))
   with pytest.raises(ValueError, match="not a rendering of its report.json"):
-    report_lib.reattach_diagnoses(path, {})
+    report_lib.reattach_diagnoses(path, {}, "abc1234")
 
 
 def _committed_reports():
