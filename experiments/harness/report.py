@@ -22,6 +22,7 @@ import numpy as np
 
 from experiments.harness import card as card_lib
 from experiments.harness import stats
+from experiments.harness.jsonio import json_default
 from experiments.harness.jsonio import write_json_atomic
 from jaxpapers import evalcards
 
@@ -384,6 +385,9 @@ def make_report(*, name: str, config: ml_collections.ConfigDict,
       },
       "model_metadata": dict(model),
   }
+  # As report.json holds it (tuples as lists), so that the card built here
+  # is the one card.regenerate builds from the file.
+  report = json.loads(json.dumps(report, default=json_default))
   report["evaluation_card"] = card_lib.build(
       report, str(int(datetime.datetime.now(datetime.timezone.utc).timestamp())))
   return report
