@@ -360,8 +360,27 @@ class Workdir:
     is restored (digest-checked) into the abstract shape of ``init_state``
     from the newest good checkpoint that has its metrics record.
     """
-    metrics, ckpt = self.metrics(run), self.checkpointer(run)
+    metrics = self.metrics(run)
+    # Read before the checkpointer starts orbax's threads: a damaged metrics
+    # file is one error line, with no thread left running at exit.
     steps_with_record = {r["step"] for r in metrics.read()}
+    ckpt = self.checkpointer(run)
+    try:
+      state = self._train_loop(run, init_state, chunk, metrics, ckpt,
+                               steps_with_record, num_steps, checkpoint_every,
+                               initial)
+    finally:
+      ckpt.close()
+    metrics.close()
+    return TrainResult(state, metrics.read())
+
+  def _train_loop(self, run: str, init_state: Any,
+                  chunk: Callable[[Any, int], Chunk], metrics: MetricWriter,
+                  ckpt: checkpointing.Checkpointer, steps_with_record: set[int],
+                  num_steps: int, checkpoint_every: int,
+                  initial: Callable[[Any], tuple[Any, dict[str, Any]]] | None
+                  ) -> Any:
+    """:meth:`train`'s restore and loop; returns the last state."""
     restored = ckpt.restore_verified(
         checkpointing.abstract_like(init_state),
         acceptable=steps_with_record.__contains__)
@@ -392,9 +411,7 @@ class Workdir:
       if step % checkpoint_every == 0 or finished:
         ckpt.save(step, state, finished=finished)
       progress.update(step, records[-1][1] if records else {})
-    ckpt.close()
-    metrics.close()
-    return TrainResult(state, metrics.read())
+    return state
 
   def stage(self, name: str, compute: Callable[[], Any]) -> Any:
     """``compute()``'s JSON value, cached in ``stages/<name>.json``.
