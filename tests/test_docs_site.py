@@ -1,8 +1,10 @@
 """The documentation site: built with warnings as errors, complete, and working in a browser.
 
-The build is the README's command (``sphinx-build -W -b html docs <out>``), run
-once per module into a temporary folder; it takes about 30 s, so the tests
-are in the slow suite, which CI runs.
+The build is the README's command (``sphinx-build -W -b html docs build/docs``),
+run once per module into the README's folder: Sphinx rebuilds only what
+changed since the last build there, so after CI's own build with that command
+(and on a developer's second run) it takes seconds; a first build takes about
+30 s, so the tests are in the slow suite, which CI runs.
 """
 
 import os
@@ -22,8 +24,8 @@ _README_BUILD = "sphinx-build -W -b html docs build/docs"
 
 
 @pytest.fixture(scope="module", name="site")
-def site_fixture(tmp_path_factory):
-  out = tmp_path_factory.mktemp("docs")
+def site_fixture():
+  out = _ROOT / "build" / "docs"
   build = subprocess.run(
       [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", "docs",
        str(out)], cwd=_ROOT, capture_output=True, text=True, check=False)

@@ -31,9 +31,9 @@ batch 256) a training step is bound by kernel latency, not FLOPs: 8 models x
 decoder's forward and backward) is about 5 minutes, plus 240 greedy
 evaluations, 8 compilations of about 20 s and Held-Karp labels of 51k
 instances on the host (about 1 minute). ``PAPER_FEW_STEPS`` cuts it to 2
-steps, one seed and 100 test instances with the same models and training
-set: 79 s of CPU time (7.7 min wall on 2 cores shared at load ~20), mostly
-the 8 models' compilations and the 50k labels.
+steps, one seed, 100 test instances and the largest pair (D64xL8 against
+D128xL2) and LEHD, with the same training set: 39 s on 2 idle CPU cores,
+mostly the 3 models' compilations and the 50k labels.
 
 TSP10 with exact Held-Karp labels; ``--config.num_cities=20`` labels with
 LKH-3 instead (needs ``elkai``). Decoder-only models (head width 16, ReZero,
@@ -52,7 +52,8 @@ from jaxpapers.routing import lehd
 
 
 PAPER_FEW_STEPS = {"seeds": (0,), "block_steps": 1, "eval_blocks": (1, 2),
-                   "num_test": 100}
+                   "num_test": 100, "depth_layers": (8,), "width_widths": (128,),
+                   "matched_pairs": (("D64xL8", "D128xL2"),)}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -20,9 +20,9 @@ about 1.5-2 s at n = 2048 (3.2 s measured on a loaded 2-core CPU) and runs
 2 x 3 x 10 x 2 = 120 times at that n; then 18 streams' compilations (about
 1.4 s of CPU each) and 900,000 updates on the accelerator (so the speedup
 check compares its update with the host's Hungarian). ``PAPER_FEW_STEPS`` (one
-shift, one checkpoint per stream, p = 1, same n and d) takes 46 s of CPU
-time (200 s wall on 2 heavily shared cores), 18 compilations and 6
-Hungarian solves at n = 2048 being the floor at these sizes.
+shift, one checkpoint per stream, p = 1, the smallest and largest n and d)
+takes 22 s on 2 idle CPU cores, 8 streams' compilations and the Hungarian
+solves at n = 2048 being most of it.
 
 Streams (``docs/wasserstein.md``): n points per side, uniform in [0, 1]^d or
 from 8 Gaussian clusters, then ``num_ops`` operations in blocks of
@@ -37,9 +37,9 @@ import ml_collections
 from experiments.configs import common
 
 
-# The paper config at its n and d: one shift, one checkpoint per stream, p = 1.
+# The paper config at its extreme n and d: one shift, one checkpoint per stream, p = 1.
 PAPER_FEW_STEPS = {"num_shifts": 1, "num_ops": 1000, "checkpoint_every": 1000,
-                   "ps": (1,)}
+                   "ps": (1,), "dims": (2, 16), "sizes": (64, 2048)}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
