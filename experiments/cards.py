@@ -12,9 +12,20 @@ given signals, and what a record violates of the schema version it declares
 (or of 0.3.0, for a version we do not know) is listed as its completeness
 finding; files that are not JSON are listed too. ``SITE`` (default
 ``<first DIR>/site``) gets ``index.html``, one page per run and per
-third-party directory, the runs' figures and one stylesheet. Plain HTML and
-CSS, a few lines of JavaScript for the research/policy audience toggle; no
-server and no network at view time.
+third-party directory, the runs' figures and one stylesheet.
+
+The index has one compact row per run: experiment and scale (smoke,
+default, paper), the claim on one line (whole on hover), the checks passed
+as a badge coloured by the verdict, each signal as a small icon (its
+details on hover and on the run page), date and commit. It sorts by any
+column (click its header) and filters by experiment, verdict and scale.
+A run page shows the verdict, the claim, the checks (each failing one with
+its diagnosis) and the figures before the numbers, which fold away. Each
+card is rebuilt from its ``report.json`` by the harness's code
+(``card.build``), so a report written before a signal changed is shown
+with today's signals: a result that is NaN makes reproducibility red.
+Plain HTML and CSS and a little JavaScript (sorting, filtering, the
+research/policy audience toggle); no server and no network at view time.
 
 ``--regenerate`` writes nothing of a site: it rebuilds each workdir's
 ``eee/`` records from its ``report.json`` (``card.regenerate``, the code the
@@ -50,23 +61,41 @@ _DIAGNOSE = flags.DEFINE_bool(
     " reports' failing checks (no recomputation) instead of writing a site.")
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em;
-       color: #222; line-height: 1.4; }
-table { border-collapse: collapse; margin: 1em 0; width: 100%; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.5em; text-align: left;
-         vertical-align: top; font-size: 0.92em; }
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 84em;
+       color: #222; line-height: 1.35; padding: 0 1em; }
+h1 { margin: 0.3em 0; }
+table { border-collapse: collapse; margin: 0.8em 0; width: 100%; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left;
+         vertical-align: top; font-size: 0.9em; }
 th { background: #f3f3f3; }
+#runs td { vertical-align: middle; white-space: nowrap; }
+#runs td.claim { white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
+                 max-width: 36em; }
+#runs th[data-key] { cursor: pointer; user-select: none; }
+#runs th[aria-sort=ascending]::after { content: " \\25B2"; }
+#runs th[aria-sort=descending]::after { content: " \\25BC"; }
+#filters { display: flex; gap: 0.6em; align-items: center; flex-wrap: wrap; }
+#filters input, #filters select { font-size: 0.95em; padding: 0.2em; }
 .badge { display: inline-block; border-radius: 0.8em; padding: 0.1em 0.6em;
          margin: 0.1em; font-size: 0.85em; border: 1px solid; }
-.ok { background: #e6f4ea; border-color: #34a853; }
-.warn { background: #fef7e0; border-color: #f9ab00; }
+.sig { display: inline-block; width: 1.5em; height: 1.5em; line-height: 1.5em;
+       border-radius: 50%; text-align: center; font-size: 0.75em; font-weight: bold;
+       border: 1px solid; margin-right: 0.2em; cursor: help; }
+.tag { display: inline-block; font-size: 0.75em; padding: 0 0.4em; margin-left: 0.4em;
+       border-radius: 0.3em; color: #fff; background: #5f6368; }
+.tag.smoke { background: #e37400; }
+.tag.default { background: #1a73e8; }
+.tag.paper { background: #188038; }
+h1 .tag { font-size: 0.4em; vertical-align: middle; }
+.ok, .pass { background: #e6f4ea; border-color: #34a853; }
+.warn, .inconclusive { background: #fef7e0; border-color: #f9ab00; }
 .na { background: #f1f3f4; border-color: #9aa0a6; }
 .fail { background: #fce8e6; border-color: #d93025; }
-.pass { background: #e6f4ea; border-color: #34a853; }
-.inconclusive { background: #fef7e0; border-color: #f9ab00; }
+.sig.fail, .badge.fail { color: #a50e0e; }
 body.policy .research, body.research .policy { display: none; }
-button#audience { font-size: 1em; padding: 0.3em 0.8em; }
+button#audience { font-size: 1em; padding: 0.3em 0.8em; float: right; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
+details > summary { cursor: pointer; font-weight: bold; margin: 0.8em 0; }
 """
 SCRIPT = """
 function setAudience(a) {
@@ -78,10 +107,52 @@ function setAudience(a) {
 function toggleAudience() {
   setAudience(document.body.className === 'research' ? 'policy' : 'research');
 }
+function applyFilters() {
+  var text = document.getElementById('filter-experiment').value.toLowerCase();
+  var verdict = document.getElementById('filter-verdict').value;
+  var scale = document.getElementById('filter-scale').value;
+  var rows = document.querySelectorAll('#runs tbody tr'), shown = 0;
+  rows.forEach(function (row) {
+    var keep = row.dataset.experiment.toLowerCase().indexOf(text) >= 0 &&
+        (!verdict || row.dataset.verdict === verdict) &&
+        (!scale || row.dataset.scale === scale);
+    row.style.display = keep ? '' : 'none';
+    shown += keep ? 1 : 0;
+  });
+  document.getElementById('shown').textContent =
+      shown + ' of ' + rows.length + ' shown';
+}
+function sortBy(th) {
+  var key = th.dataset.key, body = document.querySelector('#runs tbody');
+  var ascending = th.getAttribute('aria-sort') !== 'ascending';
+  document.querySelectorAll('#runs th').forEach(function (h) {
+    h.removeAttribute('aria-sort');
+  });
+  th.setAttribute('aria-sort', ascending ? 'ascending' : 'descending');
+  var rows = Array.prototype.slice.call(body.rows);
+  rows.sort(function (a, b) {
+    var x = a.dataset[key], y = b.dataset[key];
+    var nx = parseFloat(x), ny = parseFloat(y);
+    var order = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+    return ascending ? order : -order;
+  });
+  rows.forEach(function (row) { body.appendChild(row); });
+}
 window.addEventListener('DOMContentLoaded', function () {
   var a = 'research';
   try { a = localStorage.getItem('audience') || a; } catch (e) {}
   setAudience(a);
+  if (document.getElementById('runs')) {
+    document.querySelectorAll('#runs th[data-key]').forEach(function (th) {
+      th.addEventListener('click', function () { sortBy(th); });
+    });
+    ['filter-experiment', 'filter-verdict', 'filter-scale'].forEach(function (id) {
+      var control = document.getElementById(id);
+      control.addEventListener('input', applyFilters);
+      control.addEventListener('change', applyFilters);
+    });
+    applyFilters();
+  }
 });
 """
 VERDICT_CLASS = {True: "pass", False: "fail", None: "inconclusive"}
@@ -107,6 +178,7 @@ def find_sources(dirs: Iterable[str]
 
 def write_site(dirs: list[str], out: str) -> dict[str, Any]:
   """Writes the site; returns what it contains (for callers and tests)."""
+  from experiments.harness import card as card_lib  # pylint: disable=g-import-not-at-top
   workdirs, third_party = find_sources(dirs)
   os.makedirs(out, exist_ok=True)
   with open(os.path.join(out, "style.css"), "w") as f:
@@ -115,6 +187,8 @@ def write_site(dirs: list[str], out: str) -> dict[str, Any]:
   for directory, workdir in workdirs:
     with open(os.path.join(workdir, "report.json")) as f:
       report = json.load(f)
+    report["evaluation_card"] = card_lib.build(
+        report, report["evaluation_card"]["records"][0]["retrieved_timestamp"])
     relative = os.path.relpath(workdir, directory)
     page = _slug(os.path.basename(os.path.abspath(workdir))
                  if relative == "." else relative)
@@ -147,37 +221,93 @@ def write_site(dirs: list[str], out: str) -> dict[str, Any]:
   return {"runs": runs, "sources": sources, "out": out}
 
 
+SCALES = ("smoke", "default", "paper")
+SIGNAL_LETTERS = {"reproducibility": "R", "completeness": "C", "provenance": "P",
+                  "comparability": "D"}
+
+
+def verdict_of(checks) -> str:
+  """``pass`` (every check passed), ``fail`` (one failed) or ``inconclusive``."""
+  if any(c["passed"] is False for c in checks):
+    return "fail"
+  return "pass" if checks and all(c["passed"] is True for c in checks) else "inconclusive"
+
+
+def scale_of(run_data: Mapping[str, Any]) -> str:
+  """The scale a run recorded (reports before the field: ``unrecorded``)."""
+  return str(run_data.get("scale") or "unrecorded")
+
+
 def _index(runs, sources) -> str:
   rows = []
   for run in runs:
     report = run["report"]
     data, bench = report["run_data"], report["benchmark_metadata"]
-    card = report["evaluation_card"]
+    card, checks = report["evaluation_card"], data["checks"]
+    verdict, scale = verdict_of(checks), scale_of(data)
+    timestamp = card["records"][0]["retrieved_timestamp"]
+    ratio = data["checks_passed"] / len(checks) if checks else 0.0
     rows.append(
-        f"<tr><td><a href='{run['page']}/index.html'>{_e(bench['experiment'])}"
-        f"</a><br><small>{_e(run['page'])}</small></td>"
-        f"<td>{_e(bench['claim'])}</td>"
-        f"<td class='checks'>{data['checks_passed']}/{len(data['checks'])}</td>"
-        f"<td>{_badges(card['summary'])}</td>"
-        f"<td>{_e(_date(card['records'][0]['retrieved_timestamp']))}</td>"
-        f"<td><code>{_e(data['git_commit'])}</code></td></tr>")
+        f"<tr data-experiment='{_e(bench['experiment'])}' data-verdict='{verdict}'"
+        f" data-scale='{_e(scale)}' data-checks='{ratio:.4f}' data-date='{_e(timestamp)}'"
+        f" data-commit='{_e(data['git_commit'])}'>"
+        f"<td><a href='{run['page']}/index.html'>{_e(run['page'])}</a>"
+        f"<span class='tag {_e(scale)}'>{_e(scale)}</span></td>"
+        f"<td class='claim' title='{_e(bench['claim'])}'>{_e(bench['claim'])}</td>"
+        f"<td><span class='badge {verdict} checks' title='{verdict}'>"
+        f"{data['checks_passed']}/{len(checks)}</span></td>"
+        f"<td class='signals'>{_icons(card['summary'])}</td>"
+        f"<td>{_e(_date(timestamp))}</td>"
+        f"<td><code>{_e(str(data['git_commit'])[:10])}</code></td></tr>")
   for source in sources:
     summary = evalcards.summary(source["analysis"])
-    loaded = source["loaded"]
+    loaded, name = source["loaded"], os.path.basename(os.path.abspath(source["directory"]))
+    description = (f"{len(loaded.records)} records, {summary['num_results']} results"
+                   f" ({len(source['analysis']['record_findings'])} files with findings)")
     rows.append(
-        f"<tr><td><a href='{source['page']}/index.html'>"
-        f"{_e(os.path.basename(os.path.abspath(source['directory'])))}</a>"
-        "<br><small>third-party EEE records</small></td>"
-        f"<td>{len(loaded.records)} records, {summary['num_results']} results"
-        f" ({len(source['analysis']['record_findings'])} files with findings)"
-        "</td><td>&mdash;</td>"
-        f"<td>{_badges(summary)}</td><td>&mdash;</td><td>&mdash;</td></tr>")
+        f"<tr data-experiment='{_e(name)}' data-verdict='third-party'"
+        " data-scale='third-party' data-checks='-1' data-date='0' data-commit=''>"
+        f"<td><a href='{source['page']}/index.html'>{_e(name)}</a>"
+        "<span class='tag'>third-party</span></td>"
+        f"<td class='claim' title='{_e(description)}'>{_e(description)}</td>"
+        f"<td>&mdash;</td><td class='signals'>{_icons(summary)}</td>"
+        "<td>&mdash;</td><td>&mdash;</td></tr>")
+  scales = sorted({scale_of(r["report"]["run_data"]) for r in runs} | set(SCALES),
+                  key=lambda x: (x not in SCALES, SCALES.index(x) if x in SCALES else x))
+  options = "".join(f"<option value='{_e(x)}'>{_e(x)}</option>"
+                    for x in [*scales, *(["third-party"] if sources else [])])
+  header = "".join(
+      f"<th data-key='{key}'>{label}</th>" if key else f"<th>{label}</th>"
+      for key, label in (("experiment", "run"), ("", "claim"), ("checks", "checks passed"),
+                         ("", "signals"), ("date", "date"), ("commit", "commit")))
+  legend = ", ".join(f"{letter} {signal}" for signal, letter in SIGNAL_LETTERS.items())
   return (
       "<h1>Evaluation Cards</h1>"
-      f"<p>{len(runs)} runs, {len(sources)} third-party directories.</p>"
-      "<table id='runs'><tr><th>experiment</th><th>claim</th>"
-      "<th>checks passed</th><th>signals</th><th>date</th><th>commit</th></tr>"
-      + "".join(rows) + "</table>")
+      f"<p>{len(runs)} runs, {len(sources)} third-party directories."
+      f" Signals: {legend} (hover for details).</p>"
+      "<div id='filters'><input id='filter-experiment' placeholder='experiment'"
+      " aria-label='filter by experiment'>"
+      "<select id='filter-verdict' aria-label='filter by verdict'>"
+      "<option value=''>any verdict</option><option value='pass'>every check passes</option>"
+      "<option value='fail'>a check fails</option>"
+      "<option value='inconclusive'>inconclusive</option>"
+      + ("<option value='third-party'>third-party</option>" if sources else "")
+      + "</select><select id='filter-scale' aria-label='filter by scale'>"
+      f"<option value=''>any scale</option>{options}</select>"
+      "<span id='shown'></span></div>"
+      f"<table id='runs'><thead><tr>{header}</tr></thead><tbody>"
+      + "".join(rows) + "</tbody></table>")
+
+
+def _icons(summary: Mapping[str, Any]) -> str:
+  """Each signal as a lettered dot coloured by its state; the wording on hover."""
+  out = []
+  for audience in evalcards.AUDIENCES:
+    out += [f"<span class='sig {b['state']} {audience}' data-signal='{b['signal']}'"
+            f" title='{_e(b['label'])}: {_e(b['text'])}'>"
+            f"{SIGNAL_LETTERS.get(b['signal'], '?')}</span>"
+            for b in evalcards.badges(summary, audience)]
+  return "".join(out)
 
 
 def _run_page(report: Mapping[str, Any], page: str) -> str:
@@ -194,12 +324,13 @@ def _run_page(report: Mapping[str, Any], page: str) -> str:
                    for a in c["diagnosis"]["artefacts"]) + "</p>"
          if "diagnosis" in c else "")
       + "</td></tr>" for c in data["checks"])
-  comparison = _comparison(card)
   figures = "".join(f"<img src='{_e(f)}' alt='{_e(f)}'>" for f in data["figures"])
-  platform = data["platform"]
+  platform, scale = data["platform"], scale_of(data)
+  num_results = len(card["records"][0]["evaluation_results"])
   return (
       f"<p><a href='../index.html'>&larr; all runs</a></p>"
-      f"<h1>{_e(bench['experiment'])}: {_e(paper.get('title', ''))}</h1>"
+      f"<h1>{_e(bench['experiment'])}: {_e(paper.get('title', ''))}"
+      f"<span class='tag {_e(scale)}'>{_e(scale)}</span></h1>"
       f"<p class='verdict'><b>Verdict.</b> {_e(card_lib.verdict(report))}.</p>"
       f"<p>{_badges(card['summary'])}</p>"
       f"<h2>Claim</h2><p class='claim'>{_e(bench['claim'])}</p>"
@@ -208,8 +339,10 @@ def _run_page(report: Mapping[str, Any], page: str) -> str:
       f"<h2>Checks: {data['checks_passed']}/{len(data['checks'])} passed</h2>"
       "<table id='checks'><tr><th>id</th><th>check</th><th>result</th>"
       f"<th>detail</th></tr>{checks}</table>"
-      f"<h2>Our numbers beside the paper's</h2>{comparison}"
       f"<h2>Figures</h2>{figures}"
+      f"<details id='numbers-section'><summary>Our numbers"
+      + (" beside the paper's" if _has_paper_numbers(card) else "")
+      + f" ({num_results} results)</summary>{_comparison(card)}</details>"
       "<h2>Provenance</h2><ul>"
       f"<li>git commit <code>{_e(data['git_commit'])}</code>, config hash"
       f" <code>{_e(data['config_hash'])}</code>, seeds {_e(data['seeds'])}</li>"
@@ -221,10 +354,19 @@ def _run_page(report: Mapping[str, Any], page: str) -> str:
       f"<p><a href='../{_e(page)}/index.html'>permalink</a></p>")
 
 
+def _has_paper_numbers(card: Mapping[str, Any]) -> bool:
+  return len(card["records"]) > 1
+
+
 def _comparison(card: Mapping[str, Any]) -> str:
-  """Every result: ours, the paper's where it gives one, and the divergence flag."""
+  """Every result: ours, and where the paper gives numbers, its number and the divergence flag.
+
+  Results without a finite number (no record can hold them) are listed
+  after the table.
+  """
   groups = {(g["evaluation_name"], g["metric"]): g
             for g in card["signals"]["groups"]}
+  with_paper = _has_paper_numbers(card)
   rows = []
   for r in card["records"][0]["evaluation_results"]:
     key = (r["evaluation_name"], r["metric_config"].get("metric_id"))
@@ -237,15 +379,21 @@ def _comparison(card: Mapping[str, Any]) -> str:
         f"<tr><td>{_e(key[0])}</td><td>{_e(key[1])}</td>"
         f"<td>{r['score_details']['score']:.4g}"
         + (f" &plusmn; {se['value']:.2g}" if se else "") + "</td>"
-        f"<td>{'' if not paper else f'{paper[0]:.4g}'}</td>"
-        + ("<td>&mdash;</td>" if flag is None else
-           f"<td><span class='badge {'warn' if flag else 'ok'} divergence'>"
-           f"{'diverges' if flag else 'agrees'}</span> spread"
-           f" {comparability['cross_party_spread']:.3g} vs threshold"
-           f" {comparability['threshold']:.3g}</td>") + "</tr>")
+        + ("" if not with_paper else
+           f"<td>{'' if not paper else f'{paper[0]:.4g}'}</td>"
+           + ("<td>&mdash;</td>" if flag is None else
+              f"<td><span class='badge {'warn' if flag else 'ok'} divergence'>"
+              f"{'diverges' if flag else 'agrees'}</span> spread"
+              f" {comparability['cross_party_spread']:.3g} vs threshold"
+              f" {comparability['threshold']:.3g}</td>")) + "</tr>")
+  skipped = card.get("skipped_results", [])
   return ("<table id='numbers'><tr><th>evaluation</th><th>metric</th>"
-          "<th>ours (&plusmn; s.e.)</th><th>paper</th><th>divergence</th></tr>"
-          + "".join(rows) + "</table>")
+          "<th>ours (&plusmn; s.e.)</th>"
+          + ("<th>paper</th><th>divergence</th>" if with_paper else "") + "</tr>"
+          + "".join(rows) + "</table>"
+          + ("" if not skipped else "<p class='non-finite'><b>Without a number"
+             " (None: not reached; NaN or infinite: broken):</b> "
+             + "; ".join(_e(x) for x in skipped) + "</p>"))
 
 
 def _source_page(directory, loaded, analysis) -> str:

@@ -62,10 +62,14 @@ def build(report: Mapping[str, Any], timestamp: str) -> dict[str, Any]:
   model_info = {"name": f"{experiment} (jaxpapers reproduction)",
                 "id": f"jaxpapers/{experiment}",
                 "additional_details": {**details, **OUR_MODEL_AXES}}
-  ours, skipped = [], []
+  ours, skipped, non_finite = [], [], []
   for r in run["results"]:
     if not _finite(r["score"]):
       skipped.append(f"{r['evaluation_name']} / {r['metric']}: {r['score']}")
+      # None is a result the run did not reach (e.g. a loss never attained); a
+      # NaN or an infinity is a number the computation broke.
+      if r["score"] is not None:
+        non_finite.append(skipped[-1])
       continue
     ours.append(_entry(r["evaluation_name"], r["metric"], r["score"],
                        r["lower_is_better"], dataset, unit=r.get("unit"),
@@ -122,7 +126,8 @@ def build(report: Mapping[str, Any], timestamp: str) -> dict[str, Any]:
   return {"records": records, "benchmark_card": benchmark_card,
           "signals": analysis, "completeness": completeness,
           "summary": evalcards.summary(analysis, completeness,
-                                       reproducibility_sources=("first_party",)),
+                                       reproducibility_sources=("first_party",),
+                                       non_finite=non_finite),
           "skipped_results": skipped}
 
 

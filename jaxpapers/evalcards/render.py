@@ -6,7 +6,7 @@ whether a result can be re-run, who reported it and whether sources agree.
 Both modes read the same :func:`summary`; only words and badges differ.
 """
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 AUDIENCES = ("research", "policy")
 # A result's source: an evaluator relationship, or none recorded.
@@ -15,13 +15,17 @@ _SOURCES = ("first_party", "third_party", "collaborative", "unspecified")
 
 def summary(analysis: Mapping[str, Any],
             completeness: Mapping[str, Any] | None = None, *,
-            reproducibility_sources: tuple[str, ...] | None = None
-            ) -> dict[str, Any]:
+            reproducibility_sources: tuple[str, ...] | None = None,
+            non_finite: Sequence[str] = ()) -> dict[str, Any]:
   """The card-level numbers behind every badge, from :func:`signals.analyze`.
 
   ``reproducibility_sources`` (e.g. ``("first_party",)`` for a card of our
   own run) limits the reproducibility count to results of those sources:
   whether a paper's documented number can be re-run is not ours to claim.
+
+  ``non_finite`` names the results that a run computed as NaN or infinite
+  (records cannot hold them, so they are not in ``analysis``): any of them
+  makes the reproducibility badge a failure, whatever the recorded fields.
 
   For an analysed directory of records (``analysis["record_findings"]``,
   :func:`signals.analyze` of a :class:`records.Loaded`) without a benchmark
@@ -50,8 +54,11 @@ def summary(analysis: Mapping[str, Any],
                  1 - len(record_findings) / num_records,
         "missing": [f"{path} ({found[0]})"
                     for path, found in record_findings.items()]}
+  if isinstance(non_finite, str):
+    raise TypeError(f"non_finite must be a sequence of result names; got {non_finite!r}.")
   return {
       "num_results": len(results),
+      "non_finite_results": list(non_finite),
       "reproducibility_flagged": len(flagged),
       "reproducibility_missing": missing,
       "completeness": None if completeness is None else completeness["score"],
@@ -71,21 +78,29 @@ def summary(analysis: Mapping[str, Any],
 
 
 def badges(card_summary: Mapping[str, Any], audience: str) -> list[dict[str, str]]:
-  """One badge per signal: ``{"signal", "state" (ok/warn/na), "label", "text"}``."""
+  """One badge per signal: ``{"signal", "state" (ok/warn/fail/na), "label", "text"}``."""
   if audience not in AUDIENCES:
     raise ValueError(f"audience must be one of {AUDIENCES}, got {audience!r}.")
   s, research = card_summary, audience == "research"
   out = []
   flagged, n = s["reproducibility_flagged"], s["num_results"]
-  out.append(_badge(
-      "reproducibility", "warn" if flagged else "ok",
-      ("Reproducibility gap" if flagged else "Reproducible") if research
-      else ("Hard to re-run" if flagged else "Can be re-run"),
-      (f"{flagged}/{n} results miss {', '.join(s['reproducibility_missing'])}"
-       if flagged else f"all {n} results record every field checked")
-      if research else
-      ("some settings needed to repeat these numbers were not recorded"
-       if flagged else "every setting needed to repeat these numbers is recorded")))
+  non_finite = s.get("non_finite_results", [])
+  if non_finite:
+    out.append(_badge(
+        "reproducibility", "fail", "Non-finite results" if research else "Broken numbers",
+        f"{len(non_finite)} results are NaN or infinite: {'; '.join(non_finite)}"
+        if research else f"{len(non_finite)} numbers of this run are not numbers"
+        " (NaN or infinite): do not trust it as it is"))
+  else:
+    out.append(_badge(
+        "reproducibility", "warn" if flagged else "ok",
+        ("Reproducibility gap" if flagged else "Reproducible") if research
+        else ("Hard to re-run" if flagged else "Can be re-run"),
+        (f"{flagged}/{n} results miss {', '.join(s['reproducibility_missing'])}"
+         if flagged else f"all {n} results record every field checked")
+        if research else
+        ("some settings needed to repeat these numbers were not recorded"
+         if flagged else "every setting needed to repeat these numbers is recorded")))
   score, records = s["completeness"], s.get("record_findings")
   if records is not None:  # a directory of records: schema conformance
     out.append(_badge(

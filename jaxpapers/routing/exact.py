@@ -19,7 +19,9 @@ References:
   problem <https://doi.org/10.1145/321105.321111>`_, J. ACM 9(1), 1962.
 """
 
+import functools
 import itertools
+import math
 
 import numpy as np
 
@@ -27,16 +29,24 @@ from jaxpapers._checks import check_int
 from jaxpapers.routing import tsp
 
 MAX_CITIES = 13
+# Bytes of a chunk's dynamic-programming tables and largest temporary when
+# ``chunk_size`` is not given: small enough for the CPU's caches to hold most
+# of a subset size's working set, large enough that numpy's per-call cost is
+# spread over many instances (see ``_auto_chunk_size``).
+CHUNK_BYTES = 8 * 2**20
 
 
-def held_karp(coords_BxNx2: np.ndarray, *, chunk_size: int = 512
+def held_karp(coords_BxNx2: np.ndarray, *, chunk_size: int | None = None
               ) -> tuple[np.ndarray, np.ndarray]:
   """Optimal tours (starting at city 0) and their lengths.
 
   Args:
     coords_BxNx2: the cities, ``3 <= N <= MAX_CITIES``.
-    chunk_size: instances solved together (bounds the ``[C(N-1, N/2), N-1,
-      N-1, chunk]`` temporaries).
+    chunk_size: instances solved together. By default as many as keep a
+      chunk's tables and temporaries (``[2^(N-1), N-1]`` costs and the
+      ``[C(N-1, (N-1)/2), N-1, N-1]`` candidates, per instance) within
+      ``CHUNK_BYTES``: about 1,500 instances at N = 8, 70 at N = 10 and 8 at
+      N = 13, so a large batch is never slower per instance than one at a time.
 
   Returns:
     ``(tours_BxN int32, lengths_B float64)``; each tour starts at city 0 and
@@ -58,6 +68,8 @@ def held_karp(coords_BxNx2: np.ndarray, *, chunk_size: int = 512
   if num_cities > MAX_CITIES:
     raise ValueError(f"held_karp takes at most {MAX_CITIES} cities (memory"
                      f" 2^N N per instance); got {num_cities}.")
+  if chunk_size is None:
+    chunk_size = _auto_chunk_size(num_cities)
   check_int("chunk_size", chunk_size, 1)
   distances_BxNxN = tsp.distance_matrices(coords_BxNx2)
   if not len(distances_BxNxN):  # no instances: nothing to concatenate
@@ -68,6 +80,29 @@ def held_karp(coords_BxNx2: np.ndarray, *, chunk_size: int = 512
           np.concatenate([p[1] for p in parts]))
 
 
+def _auto_chunk_size(num_cities: int) -> int:
+  m = num_cities - 1
+  per_instance = 8 * (2**m * m + math.comb(m, m // 2) * m * m)
+  return max(1, CHUNK_BYTES // per_instance)
+
+
+@functools.lru_cache(maxsize=None)
+def _subsets(m: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+  """Per subset size 2..m: the masks, each mask less bit j, and whether j is in it.
+
+  Depends on ``m`` alone, so it is built once per number of cities.
+  """
+  bits_M = 1 << np.arange(m)
+  masks = np.arange(1, 2**m)
+  sizes = np.array([bin(mask).count("1") for mask in masks])
+  tables = []
+  for size in range(2, m + 1):
+    masks_T = masks[sizes == size]
+    tables.append((masks_T, masks_T[:, None] ^ bits_M[None, :],
+                   (masks_T[:, None] & bits_M[None, :]) != 0))
+  return tuple(tables)
+
+
 def _solve(distances_BxNxN):
   batch, n = distances_BxNxN.shape[:2]
   m = n - 1  # cities 1..N-1 are bits 0..m-1 of a subset mask S
@@ -75,21 +110,16 @@ def _solve(distances_BxNxN):
   step_JxKxB = np.moveaxis(distances_BxNxN[:, 1:, 1:], 0, -1).swapaxes(0, 1)
   cost_SxMxB = np.full((2 ** m, m, batch), np.inf)
   parent_SxMxB = np.zeros((2 ** m, m, batch), np.int8)
-  bits_M = 1 << np.arange(m)
-  cost_SxMxB[bits_M, np.arange(m)] = distances_BxNxN[:, 0, 1:].T
-  masks_by_size = {}
-  for mask in range(1, 2 ** m):
-    masks_by_size.setdefault(bin(mask).count("1"), []).append(mask)
-  for size in range(2, m + 1):
-    masks_T = np.asarray(masks_by_size[size])
-    # Removing bit j from every mask; j outside the mask is dropped below.
-    previous_TxJ = masks_T[:, None] ^ bits_M[None, :]
-    member_TxJ = (masks_T[:, None] & bits_M[None, :]) != 0
-    # [T, j, k, B]: cost of ending at k in mask - {j}, then stepping k -> j.
+  cost_SxMxB[1 << np.arange(m), np.arange(m)] = distances_BxNxN[:, 0, 1:].T
+  for masks_T, previous_TxJ, member_TxJ in _subsets(m):
+    # [T, j, k, B]: cost of ending at k in mask - {j}, then stepping k -> j;
+    # j outside the mask (previous = mask + {j}) is set to inf after the min.
     via_TxJxKxB = cost_SxMxB[previous_TxJ] + step_JxKxB[None]
-    cost_SxMxB[masks_T] = np.where(member_TxJ[..., None],
-                                   via_TxJxKxB.min(axis=2), np.inf)
-    parent_SxMxB[masks_T] = via_TxJxKxB.argmin(axis=2)
+    best_TxJx1xB = via_TxJxKxB.argmin(axis=2)[:, :, None]
+    cost_TxJxB = np.take_along_axis(via_TxJxKxB, best_TxJx1xB, axis=2)[:, :, 0]
+    cost_TxJxB[~member_TxJ] = np.inf
+    cost_SxMxB[masks_T] = cost_TxJxB
+    parent_SxMxB[masks_T] = best_TxJx1xB[:, :, 0]
   full = 2 ** m - 1
   closing_MxB = cost_SxMxB[full] + distances_BxNxN[:, 1:, 0].T
   instances_B = np.arange(batch)

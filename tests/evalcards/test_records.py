@@ -187,3 +187,18 @@ def test_reader_modes_word_the_same_evidence_differently():
   assert "temperature" in research[0]["text"]
   with pytest.raises(ValueError, match="audience"):
     evalcards.badges(summary, "press")
+
+
+def test_a_non_finite_result_makes_reproducibility_a_failure_in_both_modes():
+  records = [r for p, r in evalcards.load_directory(THIRD_PARTY).records
+             if "broken" not in p and "hfopenllm" not in p]
+  analysis = evalcards.analyze(records)
+  clean = evalcards.summary(analysis)
+  broken = evalcards.summary(analysis, non_finite=["loss / bpb: nan"])
+  for audience in evalcards.AUDIENCES:
+    before, after = (evalcards.badges(s, audience)[0] for s in (clean, broken))
+    assert before["signal"] == after["signal"] == "reproducibility"
+    assert before["state"] != "fail" and after["state"] == "fail"
+  assert "loss / bpb: nan" in evalcards.badges(broken, "research")[0]["text"]
+  with pytest.raises(TypeError, match="non_finite must be a sequence"):
+    evalcards.summary(analysis, non_finite="loss")

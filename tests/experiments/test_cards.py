@@ -67,27 +67,10 @@ def test_site_lists_runs_and_third_party_records(two_runs, tmp_path):
   assert "torn.json" in source and "lower_is_better" in source
 
 
-@pytest.mark.slow
-def test_records_the_harness_writes_validate_upstream():
-  """Every committed run's EEE records, checked by the upstream package (Python >= 3.12)."""
-  if sys.version_info < (3, 12):
-    pytest.skip("every-eval-ever, the upstream EEE validator, needs Python >="
-                " 3.12; the newest CI stack runs this check")
-  import jsonschema  # pylint: disable=g-import-not-at-top
-  from every_eval_ever import schema  # pylint: disable=g-import-not-at-top
-  from every_eval_ever import validator  # pylint: disable=g-import-not-at-top
-  upstream = jsonschema.Draft7Validator(schema.schema_json())
-  paths = sorted(glob.glob(os.path.join(
-      binaries.ROOT, "experiments", "results", "**", "eee", "*.json"), recursive=True))
-  assert len(paths) >= 30  # 15 experiments, most also with the paper's numbers
-  for path in paths:
-    with open(path) as f:
-      record = json.load(f)
-    assert not list(upstream.iter_errors(record)), path
-    assert not (validator.check_model_deployment(record)
-                + validator.check_score_metadata(record)), path
-    report = validator.validate_file(pathlib.Path(path))
-    assert report.valid and not report.warnings, (path, report.errors)
+def _visible_rows(driver):
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  return [r for r in driver.find_elements(By.CSS_SELECTOR, "#runs tbody tr")
+          if r.is_displayed()]
 
 
 @pytest.mark.slow
@@ -101,38 +84,43 @@ def test_site_in_a_real_browser(two_runs, tmp_path):
     driver.get(f"file://{tmp_path / 'site' / 'index.html'}")
     text = driver.find_element(By.TAG_NAME, "body").text
     assert "2 runs, 1 third-party directories." in text
-    assert eoss["benchmark_metadata"]["claim"] in text
-    rows = driver.find_elements(By.CSS_SELECTOR, "#runs tr")
-    assert len(rows) == 1 + 2 + 1  # header, two runs, one third-party folder
+    rows = _visible_rows(driver)
+    assert len(rows) == 2 + 1  # two runs, one third-party folder
     checks = {r.find_element(By.TAG_NAME, "a").text:
-              r.find_element(By.CLASS_NAME, "checks").text
-              for r in rows[1:3]}
+              r.find_element(By.CLASS_NAME, "checks").text for r in rows[:2]}
     for name in ("eoss", "saddle"):
       run_data = _report(two_runs, name)["run_data"]
       assert checks[name] == f"{run_data['checks_passed']}/{len(run_data['checks'])}"
-    # The audience toggle swaps the visible wording, not the evidence.
-    research = [b.text for b in driver.find_elements(By.CSS_SELECTOR, ".badge")
-                if b.is_displayed()]
-    assert any(t.startswith("Cross-party divergence") for t in research)
+    claim = rows[0].find_element(By.CLASS_NAME, "claim")
+    assert claim.get_attribute("title") == eoss["benchmark_metadata"]["claim"]
+    # The audience toggle swaps the wording of the signals, not the evidence.
+    def signals():
+      return [(s.text, s.get_attribute("title"))
+              for s in driver.find_elements(By.CSS_SELECTOR, ".sig") if s.is_displayed()]
+    research = signals()
+    assert any(t.startswith("Cross-party divergence") for _, t in research)
     driver.find_element(By.ID, "audience").click()
-    policy = [b.text for b in driver.find_elements(By.CSS_SELECTOR, ".badge")
-              if b.is_displayed()]
-    assert len(policy) == len(research) and policy != research
-    assert any(t.startswith("Do sources agree?") for t in policy)
-    assert not any(t.startswith("Cross-party divergence") for t in policy)
+    policy = signals()
+    assert [x for x, _ in policy] == [x for x, _ in research] and policy != research
+    assert any(t.startswith("Do sources agree?") for _, t in policy)
     driver.save_screenshot(str(tmp_path / "index.png"))
     # A divergence flag between two sources, on the third-party page.
     driver.find_element(By.LINK_TEXT, "third_party").click()
     groups = driver.find_element(By.ID, "groups").text
     assert "MMLU (5-shot)" in groups and "yes" in groups
-    # A run page: the claim, the checks, our numbers beside the paper's.
+    # A run page: verdict, claim and checks, then the figures, then the numbers folded.
     driver.get(f"file://{tmp_path / 'site' / 'eoss' / 'index.html'}")
     page = driver.find_element(By.TAG_NAME, "body").text
     assert eoss["benchmark_metadata"]["claim"] in page
     assert (f"Checks: {eoss['run_data']['checks_passed']}/"
             f"{len(eoss['run_data']['checks'])} passed") in page
-    numbers = driver.find_element(By.ID, "numbers").text
-    assert "diverges" in numbers or "agrees" in numbers
+    order = [driver.find_element(By.CSS_SELECTOR, css).location["y"] for css in (
+        ".verdict", "p.claim", "#checks", "img", "#numbers-section")]
+    assert order == sorted(order), order
+    numbers = driver.find_element(By.ID, "numbers")
+    assert not numbers.is_displayed()
+    driver.find_element(By.CSS_SELECTOR, "#numbers-section summary").click()
+    assert "diverges" in numbers.text or "agrees" in numbers.text
     images = driver.find_elements(By.TAG_NAME, "img")
     assert len(images) == len(eoss["run_data"]["figures"])
     assert all(driver.execute_script(
@@ -142,11 +130,70 @@ def test_site_in_a_real_browser(two_runs, tmp_path):
     driver.quit()
   for shot in ("index.png", "eoss.png"):
     assert (tmp_path / shot).read_bytes()[:4] == b"\x89PNG"
-  target = os.environ.get("JAXPAPERS_SCREENSHOTS")
-  if target:  # keep the screenshots (e.g. for the README)
-    os.makedirs(target, exist_ok=True)
-    for shot in ("index.png", "eoss.png"):
-      shutil.copyfile(tmp_path / shot, os.path.join(target, shot))
+
+
+@pytest.mark.slow
+def test_the_index_of_every_committed_run_sorts_filters_and_fits_a_screen(tmp_path):
+  """The committed runs and a smoke-scale copy of one: sort, filter, >10 rows on 1400x1000."""
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.support.ui import Select  # pylint: disable=g-import-not-at-top
+  runs = tmp_path / "runs"
+  results = pathlib.Path(binaries.ROOT, "experiments", "results")
+  for source in sorted(results.iterdir()):
+    shutil.copytree(source, runs / source.name, ignore=shutil.ignore_patterns("scaling_*",
+                                                                              "alternative_*"))
+  committed = len(list(results.glob("*/report.json")))
+  driver = browser.headless_chromium()
+  try:
+    driver.set_window_size(1400, 1000)
+    cards.write_site([str(runs)], str(tmp_path / "site"))
+    driver.get(f"file://{tmp_path / 'site' / 'index.html'}")
+    height = driver.execute_script("return window.innerHeight")
+    on_screen = [r for r in _visible_rows(driver)
+                 if r.location["y"] + r.size["height"] <= height]
+    assert len(on_screen) > 10, len(on_screen)
+    target = os.environ.get("JAXPAPERS_SCREENSHOTS")
+    if target:  # the screenshot in docs/evaluation_cards.md
+      driver.save_screenshot(os.path.join(target, "cards_index.png"))
+    # A smoke run whose result is NaN (the site must show it red, not green).
+    smoke = runs / "eoss_smoke"
+    shutil.copytree(results / "eoss", smoke)
+    report = json.loads((smoke / "report.json").read_text())
+    report["run_data"]["scale"] = "smoke"
+    report["run_data"]["results"][0]["score"] = float("nan")
+    (smoke / "report.json").write_text(json.dumps(report))
+    cards.write_site([str(runs)], str(tmp_path / "site"))
+    driver.get(f"file://{tmp_path / 'site' / 'index.html'}")
+    # Sorting by checks passed, both ways.
+    header = driver.find_element(By.CSS_SELECTOR, "th[data-key=checks]")
+    def column(key):
+      return [float(r.get_attribute(f"data-{key}")) for r in _visible_rows(driver)]
+    header.click()
+    assert column("checks") == sorted(column("checks"))
+    header.click()
+    assert column("checks") == sorted(column("checks"), reverse=True)
+    # Filtering by experiment, verdict and scale.
+    shown = driver.find_element(By.ID, "shown")
+    assert shown.text == f"{committed + 1} of {committed + 1} shown"
+    driver.find_element(By.ID, "filter-experiment").send_keys("eoss")
+    assert sorted(r.get_attribute("data-experiment") for r in _visible_rows(driver)) == [
+        "eoss", "eoss"]
+    driver.find_element(By.ID, "filter-experiment").clear()
+    driver.execute_script("applyFilters()")
+    Select(driver.find_element(By.ID, "filter-scale")).select_by_value("smoke")
+    (row,) = _visible_rows(driver)
+    assert row.find_element(By.TAG_NAME, "a").text == "eoss_smoke"
+    reproducibility = row.find_element(By.CSS_SELECTOR, ".sig.research[data-signal=reproducibility]")
+    assert "fail" in reproducibility.get_attribute("class").split()
+    assert "NaN or infinite" in reproducibility.get_attribute("title")
+    Select(driver.find_element(By.ID, "filter-scale")).select_by_value("")
+    Select(driver.find_element(By.ID, "filter-verdict")).select_by_value("fail")
+    failing = sorted(
+        path.parent.name for path in results.glob("*/report.json")
+        if any(c["passed"] is False for c in json.loads(path.read_text())["run_data"]["checks"]))
+    assert sorted(r.get_attribute("data-experiment") for r in _visible_rows(driver)) == failing
+  finally:
+    driver.quit()
 
 
 def test_third_party_records_of_any_version_are_shown(tmp_path):
