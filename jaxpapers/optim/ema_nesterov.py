@@ -132,6 +132,21 @@ def ema_nesterov(
     >>> bool(f(x) < 1e-6)  # plain SGD(1.0) is at 6.7e-04 after 100 steps
     True
 
+  Example (flax nnx; evaluate the anchor with :func:`ema_nesterov_eval_params`):
+    >>> from flax import nnx
+    >>> model = nnx.Linear(2, 1, rngs=nnx.Rngs(0))
+    >>> optimizer = nnx.Optimizer(model, optim.ema_nesterov(optax.sgd(0.1)),
+    ...                           wrt=nnx.Param)
+    >>> loss = lambda m: jnp.mean((m(jnp.ones((4, 2))) - 1.0) ** 2)
+    >>> @nnx.jit
+    ... def train_step(model, optimizer):
+    ...   optimizer.update(model, nnx.grad(loss)(model))
+    >>> before = loss(model)
+    >>> for _ in range(10):
+    ...   train_step(model, optimizer)
+    >>> bool(loss(model) < before)
+    True
+
   References:
     Yau, Li, Glentis, Boreiko, Wai & Hong, `EMA-Nesterov
     <https://arxiv.org/abs/2605.25395>`_, 2026 (authors' code:

@@ -13,7 +13,7 @@ reference decays the post-update params (a difference of order
 """
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -152,6 +152,9 @@ def scale_by_soap(
     del params, extra_args
     tree_lib.check_like(updates, state.mu, "updates",
                         reference_name="the params soap was initialised with")
+    state = state._replace(
+        preconditioners=_per_axis_tuples(updates, state.preconditioners),
+        eigenbases=_per_axis_tuples(updates, state.eigenbases))
     count = state.count
     is_first = count == 0
     # On the first call the Adam branch is discarded; a step of 1 keeps its
@@ -246,6 +249,21 @@ def soap(
     >>> bool(f(w) < 1e-2)
     True
 
+  Example (flax nnx):
+    >>> from flax import nnx
+    >>> model = nnx.Linear(2, 1, rngs=nnx.Rngs(0))
+    >>> x = jnp.array([[1.0, 2.0], [3.0, -1.0]])
+    >>> loss = lambda m: jnp.mean((m(x) - jnp.array([[1.0], [0.0]])) ** 2)
+    >>> optimizer = nnx.Optimizer(model, optim.soap(0.05), wrt=nnx.Param)
+    >>> @nnx.jit
+    ... def train_step(model, optimizer):
+    ...   optimizer.update(model, nnx.grad(loss)(model))
+    >>> before = loss(model)
+    >>> for _ in range(20):  # two eigenbasis refreshes
+    ...   train_step(model, optimizer)
+    >>> bool(loss(model) < before / 4)
+    True
+
   References:
     Vyas et al., `SOAP: Improving and Stabilizing Shampoo using Adam
     <https://arxiv.org/abs/2409.11321>`_, 2024.
@@ -296,6 +314,21 @@ def _compute_dtype(dtype) -> jnp.dtype:
   """float32, or the param's dtype when wider (float64 under x64)."""
   dtype = jnp.dtype(dtype)
   return dtype if dtype.itemsize > 4 else jnp.dtype(jnp.float32)
+
+
+def _per_axis_tuples(updates, factors):
+  """Each param's per-axis factors as a tuple, whatever container holds them.
+
+  ``nnx.Optimizer`` writes the state back into ``nnx.State`` after every
+  update, and a tuple inside a param's slot comes back as a mapping from
+  position to factor; read back as a tuple, every step traces the same
+  structure (``lax.switch`` below needs its branches to agree).
+  """
+  def as_tuple(_, per_axis):
+    if isinstance(per_axis, Mapping):
+      return tuple(per_axis[axis] for axis in range(len(per_axis)))
+    return tuple(per_axis)
+  return jax.tree.map(as_tuple, updates, factors)
 
 
 def _gathered(arrays, qs):

@@ -88,6 +88,21 @@ def track_batch_sharpness(
     >>> round(float(optax.tree.get(state, "batch_sharpness")), 4)  # H = diag(.5, 4.5)
     4.4512
 
+  Example (flax nnx: ``value_fn`` gets the params as the optimizer holds
+  them, an ``nnx.State``):
+    >>> from flax import nnx
+    >>> model = nnx.Linear(2, 1, use_bias=False, rngs=nnx.Rngs(0),
+    ...                    kernel_init=nnx.initializers.ones)  # w above
+    >>> graphdef = nnx.graphdef(model)
+    >>> def value_fn(params, batch):
+    ...   return 0.5 * jnp.mean(nnx.merge(graphdef, params)(batch) ** 2)
+    >>> optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    >>> grads = nnx.grad(lambda m: 0.5 * jnp.mean(m(batch) ** 2))(model)
+    >>> _ = optimizer.update(model, grads, value_fn=value_fn, batch=batch)
+    >>> sharpness = optax.tree.get(nnx.as_pure(optimizer.opt_state), "batch_sharpness")
+    >>> round(float(sharpness), 4)  # the same w, batch and Hessian as above
+    4.4512
+
   References:
     Andreyev & Beneventano, `Edge of Stochastic Stability
     <https://arxiv.org/abs/2412.20553>`_, 2024.
