@@ -193,7 +193,7 @@ def test_entries_are_reused_under_churn():
   intents = [(matching.INSERT, 0, 0), (matching.INSERT, 1, 0),
              (matching.DELETE, 0, 0), (matching.DELETE, 1, 0)] * 60
   state, _ = _run_intents(tree, intents, seed=0)
-  assert tree.table_size == 8
+  assert tree.table_size == 16
   assert _cells_of(state) == [{} for _ in range(tree.num_levels)]
   np.testing.assert_array_equal(state.imbalance, 0)
 
@@ -266,3 +266,27 @@ def test_a_point_of_the_wrong_shape_is_rejected_at_trace_time():
   with pytest.raises(ValueError, match="ops.point"):
     tree.apply(tree.init(jax.random.key(0)), matching.Operations(
         *(jnp.zeros(1, jnp.int32),) * 3, jnp.zeros((1, 3), jnp.int32)))
+
+
+def _longest_occupied_run(used_t):
+  """Longest run of occupied entries of one level's table, wrapping around."""
+  longest, current = 0, 0
+  for used in np.concatenate([used_t, used_t]):
+    current = current + 1 if used else 0
+    longest = max(longest, current)
+  return min(longest, len(used_t))
+
+
+@pytest.mark.slow
+def test_a_2d_set_of_2048_points_a_side_leaves_the_windows_far_from_full():
+  """The case that filled a 32-entry window at load 1/2; now load 1/4, window 64."""
+  n = 2048
+  tree = matching.ShiftedQuadtree(dim=2, capacity=n, p=1)
+  rng = np.random.default_rng(0)
+  points = jnp.asarray(rng.uniform(size=(2 * n, 2)), jnp.float32)
+  state = tree.build(jax.random.key(0), points[:n], points[n:])
+  matching.raise_errors(state)
+  used_lt = np.asarray(state.cell_counts).sum(-1) > 0
+  assert used_lt.mean(axis=1).max() <= 0.25  # the load the window is sized for
+  longest = max(_longest_occupied_run(used_t) for used_t in used_lt)
+  assert longest < matching.quadtree.WINDOW // 2, longest
