@@ -482,18 +482,26 @@ class ShiftedQuadtree:
         | jnp.where(is_insert & (top >= 0) & point_ok & ~room, _TABLE_BIT, 0)
         | jnp.where(~is_insert & ~delete_ok, _MISSING_BIT, 0),
         _INVALID_BIT)
+    new = (jnp.where(insert_ok, point, state.points_sd[side, slot]),
+           jnp.where(ok, is_insert, state.alive_s[side, slot]),
+           jnp.where(insert_ok, entry_l, state.cell_sl[side, slot]),
+           jnp.where(delete_ok, slot, state.free_s[side, push]),
+           jnp.where(insert_ok, coords_ld, state.cell_keys[levels, entry_l]))
+    # Every read of the state happens before any write: inside lax.scan,
+    # XLA:CPU otherwise copied each buffer that one step both reads and
+    # writes (alive_s, cell_sl, free_s: O(capacity) bytes per operation),
+    # which made an update's cost grow with n instead of O(L WINDOW).
+    state, new, slot, push, entry_l, change, old_l2, new_l2, error = (
+        jax.lax.optimization_barrier((state, new, slot, push, entry_l, change,
+                                      old_l2, new_l2, error)))
+    point_new, alive_new, cell_new, free_new, keys_new = new
     return state._replace(
-        points_sd=state.points_sd.at[side, slot].set(
-            jnp.where(insert_ok, point, state.points_sd[side, slot])),
-        alive_s=state.alive_s.at[side, slot].set(
-            jnp.where(ok, is_insert, state.alive_s[side, slot])),
-        cell_sl=state.cell_sl.at[side, slot].set(
-            jnp.where(insert_ok, entry_l, state.cell_sl[side, slot])),
-        free_s=state.free_s.at[side, push].set(
-            jnp.where(delete_ok, slot, state.free_s[side, push])),
+        points_sd=state.points_sd.at[side, slot].set(point_new),
+        alive_s=state.alive_s.at[side, slot].set(alive_new),
+        cell_sl=state.cell_sl.at[side, slot].set(cell_new),
+        free_s=state.free_s.at[side, push].set(free_new),
         num_free=state.num_free.at[side].add(-change),
-        cell_keys=state.cell_keys.at[levels, entry_l].set(
-            jnp.where(insert_ok, coords_ld, state.cell_keys[levels, entry_l])),
+        cell_keys=state.cell_keys.at[levels, entry_l].set(keys_new),
         cell_counts=state.cell_counts.at[levels, entry_l].set(new_l2),
         imbalance=state.imbalance + gap(new_l2) - gap(old_l2),
         error=state.error | error), slot

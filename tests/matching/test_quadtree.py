@@ -2,6 +2,7 @@
 
 import dataclasses
 import itertools
+import re
 
 from hypothesis import given
 from hypothesis import settings
@@ -290,3 +291,29 @@ def test_a_2d_set_of_2048_points_a_side_leaves_the_windows_far_from_full():
   assert used_lt.mean(axis=1).max() <= 0.25  # the load the window is sized for
   longest = max(_longest_occupied_run(used_t) for used_t in used_lt)
   assert longest < matching.quadtree.WINDOW // 2, longest
+
+
+def test_a_scan_of_updates_copies_no_capacity_sized_buffer_per_step():
+  """XLA updates the scan's carry in place: no copy of a per-slot or table buffer per step.
+
+  Reading and writing one buffer in a step made XLA:CPU copy it whole each
+  step (O(capacity) per update); the update reads everything first.
+  """
+  capacity = 48  # a size no other axis of the program has
+  tree = matching.ShiftedQuadtree(dim=2, capacity=capacity, p=1, resolution=1 / 16)
+  state = tree.init(jax.random.key(0))
+  ops = matching.Operations(jnp.zeros(4, jnp.int32), jnp.array([0, 1, 0, 1], jnp.int32),
+                            jnp.zeros(4, jnp.int32), jnp.full((4, 2), 0.5, jnp.float32))
+  hlo = matching.quadtree._compiled_apply.lower(tree, state, ops).compile().as_text()
+  bodies = set(re.findall(r"body=%?([\w.\-]+)", hlo))
+  assert bodies, "the updates no longer run in a while loop"
+  copies, computation = [], None
+  for line in hlo.splitlines():
+    if line and not line.startswith(" ") and "{" in line:
+      computation = line.split()[0].lstrip("%")
+    elif computation in bodies and " copy(" in line:
+      shape = line.split("=", 1)[1].split("copy(")[0]
+      dims = [int(x) for x in re.findall(r"\d+", shape.split("{")[0].split("[", 1)[-1])]
+      if capacity in dims or tree.table_size in dims:
+        copies.append(line.strip()[:120])
+  assert not copies, copies
