@@ -25,7 +25,7 @@ _SLOW = {"jaxpapers.amr.native", "jaxpapers.nesy.em", "jaxpapers.var.editing",
          "jaxpapers.routing.lehd", "jaxpapers.amr.training",
          "jaxpapers.moe.training", "jaxpapers.moe.evaluation",
          "jaxpapers.nesy.training", "jaxpapers.var.toy",
-         "jaxpapers.models.language_model",
+         "jaxpapers.models.language_model", "jaxpapers.moe.layer",
          "jaxpapers.models.forecaster_training"}
 
 

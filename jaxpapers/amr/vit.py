@@ -234,6 +234,26 @@ class WAMRViT(nnx.Module):
     >>> model = amr.WAMRViT(config, rngs=nnx.Rngs(0))
     >>> model(tokens, trees).shape
     (2, 64, 4, 4, 1)
+
+  Example (flax nnx training step), towards the field shifted by one pixel;
+  :class:`UniformViT` trains the same way, on fields without trees:
+    >>> import optax
+    >>> from jaxpapers import optim
+    >>> target = jax.vmap(amr.tokenize)(jnp.roll(fields, 1, axis=2), trees)
+    >>> def loss(model):  # next state = tokens + model(tokens, trees)
+    ...   next_tokens = amr.residual_step(model, tokens, trees)
+    ...   return amr.relative_l2(next_tokens, target)
+    >>> optimizer = nnx.Optimizer(
+    ...     model, optim.ema_nesterov(optax.sgd(0.05, momentum=0.9)),
+    ...     wrt=nnx.Param)
+    >>> @nnx.jit
+    ... def train_step(model, optimizer):
+    ...   value, grads = nnx.value_and_grad(loss)(model)
+    ...   optimizer.update(model, grads)
+    ...   return value
+    >>> losses = [train_step(model, optimizer) for _ in range(10)]
+    >>> bool(losses[-1] < losses[0])
+    True
   """
 
   def __init__(self, config: BackboneConfig, *, rngs: nnx.Rngs):

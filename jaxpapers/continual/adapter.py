@@ -44,6 +44,24 @@ class LowRankAdapter(nnx.Module):
     >>> x = jnp.ones((3, 8))
     >>> bool(jnp.all(adapter(x) == x))  # the up-projection starts at zero
     True
+
+  Example (flax nnx training step), fitting frozen features to new targets:
+    >>> import numpy as np, optax
+    >>> from jaxpapers import optim
+    >>> features = np.float32(np.random.default_rng(0).normal(size=(16, 8)))
+    >>> targets = np.roll(features, 1, axis=1)  # any map the adapter can fit
+    >>> loss = lambda a: jnp.mean((a(features) - targets) ** 2)
+    >>> optimizer = nnx.Optimizer(
+    ...     adapter, optim.ema_nesterov(optax.sgd(0.1, momentum=0.9)),
+    ...     wrt=nnx.Param)
+    >>> @nnx.jit
+    ... def train_step(adapter, optimizer):
+    ...   value, grads = nnx.value_and_grad(loss)(adapter)
+    ...   optimizer.update(adapter, grads)
+    ...   return value
+    >>> losses = [train_step(adapter, optimizer) for _ in range(10)]
+    >>> bool(losses[-1] < losses[0])
+    True
   """
 
   def __init__(self, features: int, rank: int, *, rngs: nnx.Rngs):

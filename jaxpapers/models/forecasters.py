@@ -62,6 +62,27 @@ class DLinear(nnx.Module):
   and the remainder; each part is flattened and mapped linearly to the
   ``out_rows x C`` forecast, so channels may mix (for a single channel this
   is DLinear). The model is linear in the window.
+
+  Example (flax nnx training step), forecasting a sine 2 rows ahead:
+    >>> import jax, numpy as np, optax
+    >>> from flax import nnx
+    >>> from jaxpapers import optim
+    >>> rows = np.arange(16)[:, None] + np.arange(10)  # 16 windows of 8 + 2
+    >>> series = np.sin(rows / 3.0)[..., None].astype(np.float32)
+    >>> windows, targets = series[:, :8], series[:, 8:]
+    >>> model = DLinear(8, 1, 2, moving_average=3, rngs=nnx.Rngs(0))
+    >>> loss = lambda m: jnp.mean((jax.vmap(m)(windows) - targets) ** 2)
+    >>> optimizer = nnx.Optimizer(
+    ...     model, optim.ema_nesterov(optax.sgd(0.005, momentum=0.9)),
+    ...     wrt=nnx.Param)
+    >>> @nnx.jit
+    ... def train_step(model, optimizer):
+    ...   value, grads = nnx.value_and_grad(loss)(model)
+    ...   optimizer.update(model, grads)
+    ...   return value
+    >>> losses = [train_step(model, optimizer) for _ in range(10)]
+    >>> bool(losses[-1] < losses[0])
+    True
   """
 
   def __init__(self, lookback: int, channels: int, out_rows: int, *,
@@ -87,7 +108,29 @@ class DLinear(nnx.Module):
 
 
 class MLPForecaster(nnx.Module):
-  """An MLP on the flattened window (GELU), relative to the newest row."""
+  """An MLP on the flattened window (GELU), relative to the newest row.
+
+  Example (flax nnx training step), forecasting a sine 2 rows ahead:
+    >>> import jax, numpy as np, optax
+    >>> from flax import nnx
+    >>> from jaxpapers import optim
+    >>> rows = np.arange(16)[:, None] + np.arange(10)  # 16 windows of 8 + 2
+    >>> series = np.sin(rows / 3.0)[..., None].astype(np.float32)
+    >>> windows, targets = series[:, :8], series[:, 8:]
+    >>> model = MLPForecaster(8, 1, 2, hidden=(16, 16), rngs=nnx.Rngs(0))
+    >>> loss = lambda m: jnp.mean((jax.vmap(m)(windows) - targets) ** 2)
+    >>> optimizer = nnx.Optimizer(
+    ...     model, optim.ema_nesterov(optax.sgd(0.02, momentum=0.9)),
+    ...     wrt=nnx.Param)
+    >>> @nnx.jit
+    ... def train_step(model, optimizer):
+    ...   value, grads = nnx.value_and_grad(loss)(model)
+    ...   optimizer.update(model, grads)
+    ...   return value
+    >>> losses = [train_step(model, optimizer) for _ in range(10)]
+    >>> bool(losses[-1] < losses[0])
+    True
+  """
 
   def __init__(self, lookback: int, channels: int, out_rows: int, *,
                hidden: tuple[int, int] = (128, 128), rngs: nnx.Rngs):

@@ -170,6 +170,27 @@ class Transformer(nnx.Module):
     config: sizes.
     rngs: ``nnx.Rngs`` for parameter initialisation.
     ffn_factory: builds each block's FFN (default: dense MLP).
+
+  Example (flax nnx training step):
+    >>> import numpy as np, optax
+    >>> from flax import nnx
+    >>> from jaxpapers import optim
+    >>> model = Transformer(TransformerConfig(vocab_size=8, max_len=8,
+    ...     d_model=8, num_heads=2, num_layers=1, d_ff=8), rngs=nnx.Rngs(0))
+    >>> tokens = np.random.default_rng(0).integers(0, 8, (2, 8))  # a batch
+    >>> def loss(model):  # predict each next token of the batch
+    ...   return next_token_loss(model(tokens[:, :-1])[0], tokens[:, 1:])
+    >>> optimizer = nnx.Optimizer(
+    ...     model, optim.ema_nesterov(optax.sgd(0.1, momentum=0.9)),
+    ...     wrt=nnx.Param)
+    >>> @nnx.jit
+    ... def train_step(model, optimizer):
+    ...   value, grads = nnx.value_and_grad(loss)(model)
+    ...   optimizer.update(model, grads)
+    ...   return value
+    >>> losses = [train_step(model, optimizer) for _ in range(10)]
+    >>> bool(losses[-1] < losses[0])
+    True
   """
 
   def __init__(self, config: TransformerConfig, *, rngs: nnx.Rngs,

@@ -173,6 +173,25 @@ class MoE(nnx.Module):
     >>> y, aux = nnx.jit(lambda m, x, s: m(x, s))(layer, x, segment_ids)
     >>> y.shape, sorted(aux)
     ((2, 12, 16), ['load_balance', 'router_z'])
+
+  Example (flax nnx training step), a regression with the balancing loss:
+    >>> import optax
+    >>> from jaxpapers import optim
+    >>> target = jax.random.normal(jax.random.key(1), (2, 12, 16))
+    >>> def loss(layer):  # each call draws new pools from the "pool" stream
+    ...   y, aux = layer(x, segment_ids)
+    ...   return jnp.mean((y - target) ** 2) + 0.01 * aux["load_balance"]
+    >>> optimizer = nnx.Optimizer(
+    ...     layer, optim.ema_nesterov(optax.sgd(0.1, momentum=0.9)),
+    ...     wrt=nnx.Param)
+    >>> @nnx.jit
+    ... def train_step(layer, optimizer):
+    ...   value, grads = nnx.value_and_grad(loss)(layer)
+    ...   optimizer.update(layer, grads)
+    ...   return value
+    >>> losses = [train_step(layer, optimizer) for _ in range(10)]
+    >>> bool(losses[-1] < losses[0])
+    True
   """
 
   def __init__(self, d_model: int, config: MoEConfig, *, layer_index: int = 0,

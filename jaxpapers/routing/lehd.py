@@ -153,6 +153,25 @@ class HeavyDecoder(nnx.Module):
     >>> tours = greedy_tours(model, coords)
     >>> sorted(tours[0].tolist())
     [0, 1, 2, 3, 4]
+
+  Example (flax nnx training step), imitating tours on their partial paths:
+    >>> import jax, optax
+    >>> from jaxpapers import optim
+    >>> from jaxpapers.routing import nearest_neighbour
+    >>> tours = nearest_neighbour(coords)  # (near-)optimal ones in practice
+    >>> paths = jax.jit(partial_paths)(jax.random.key(1), tours)
+    >>> loss = lambda model: imitation_loss(model, coords, paths)
+    >>> optimizer = nnx.Optimizer(
+    ...     model, optim.ema_nesterov(optax.sgd(0.02, momentum=0.9)),
+    ...     wrt=nnx.Param)
+    >>> @nnx.jit
+    ... def train_step(model, optimizer):
+    ...   value, grads = nnx.value_and_grad(loss)(model)
+    ...   optimizer.update(model, grads)
+    ...   return value
+    >>> losses = [train_step(model, optimizer) for _ in range(10)]
+    >>> bool(losses[-1] < losses[0])
+    True
   """
 
   def __init__(self, config: HeavyDecoderConfig, *, rngs: nnx.Rngs):
