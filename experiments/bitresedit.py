@@ -157,9 +157,9 @@ def evaluate_claim(config, sweep, summary, radius_gaps):
 def plot_sweep(workdir, config, summary):
   """F1: alignment, share of clipped bits and max KL / eps vs lambda; F2: the ablation arms."""
   lam, colors = config.strengths, [f"{e:g}" for e in (*config.epsilons, np.inf)]
-  with workdir.figure("alignment_vs_strength", cols=3, size=(4.2, 3.4), title="BitEdit raises"
-                      " in-mask alignment with lambda until the KL trust region binds (mean +- s.e."
-                      " over seeds; exact mode keeps KL <= eps, quadratic does not)") as axes:
+  with workdir.figure("alignment_vs_strength", cols=3, size=(4.2, 3.4), title="In-mask"
+                      " alignment (mean +- s.e. over seeds), clipped-bit share, max KL / eps\n"
+                      "(means) vs lambda; colour: eps; solid: quadratic, dashed: exact") as axes:
     for name, curve in summary["sweep"].items():
       trust, eps = name.split("/")
       kw = dict(fmt="-" if trust == "quadratic" else "--", color=f"C{colors.index(eps)}",
@@ -174,8 +174,8 @@ def plot_sweep(workdir, config, summary):
                                     "max realized per-bit KL / epsilon")):
       ax.set(xlabel="BitEdit strength lambda", ylabel=ylabel)
   arms = [summary["ablation"][n] for n in ABLATION]
-  with workdir.figure("ablation", title="BitEdit brings alignment, ResEdit keeps the background"
-                      " exactly (0 error): both together have both", cols=2, size=(4.5, 3.4),
+  with workdir.figure("ablation", title="In-mask cosine to the target decode, out-of-mask RMS"
+                      " error\nper ablation arm (mean +- s.e. over seeds)", cols=2, size=(4.5, 3.4),
                       legend=False) as axes:
     for ax, key, y in zip(axes[0], ("alignment", "outside_rms_error"), (
         "in-mask cosine to the target decode", "out-of-mask RMS error vs the source")):
@@ -186,9 +186,10 @@ def plot_examples(workdir, images):
   """F3: the first seed's sources, masks, target decodes and edits."""
   columns = ("source", "mask", "target", *ABLATION[:3])
   squash = lambda x: 1 / (1 + np.exp(-2 * np.asarray(x)))  # to [0, 1]
-  with workdir.figure("edited_examples", title="Toy edits (seed 0): the target decode is the mean"
-                      " of clean target samples", rows=len(images["source"]), cols=len(columns),
-                      size=(1.7, 1.7), subplot_kw={"xticks": [], "yticks": []}) as axes:
+  with workdir.figure("edited_examples", title="Toy edits (seed 0), an image per row: source, mask"
+                      " (red),\ntarget decode (mean of clean target samples), three arms' edits",
+                      rows=len(images["source"]), cols=len(columns), size=(1.7, 1.7),
+                      subplot_kw={"xticks": [], "yticks": []}) as axes:
     for (i, j), ax in np.ndenumerate(axes):
       column = columns[j]
       ax.imshow(squash(images["source" if column == "mask" else column][i]))

@@ -168,7 +168,8 @@ def label(name, config):
 
 def plot(workdir, evaluation, summary, config):
   """F1: K(x) against the true count; F2: recall per count bin and against mean K."""
-  with workdir.figure("budget_vs_count", title="BUTR's K(x) tracks the object count",
+  with workdir.figure("budget_vs_count", title="Query budget K(x) vs true object count N, a"
+                      " point per image\n(Spearman rho in the legend; dashed: fixed K)",
                       size=(5.5, 4.0)) as ((ax,),):
     for name in (DQ_BATCH, "dq_detr", BUTR, "oracle"):
       rho, (color, marker) = summary["rules"][name]["spearman"], STYLE[name]
@@ -180,8 +181,9 @@ def plot(workdir, evaluation, summary, config):
     ax.set(xscale="log", xlabel="true object count N", ylabel="query budget K(x)")
   bins = config.count_bins
   centres = [math.sqrt(lo * (hi - 1)) for lo, hi in zip(bins[:-1], bins[1:])]
-  with workdir.figure("recall_vs_budget", title="BUTR keeps fixed K=900 recall on sparse images"
-                      " at a fraction of the queries", cols=2, size=(4.6, 3.6)) as ((left, right),):
+  with workdir.figure("recall_vs_budget", title="Recall at IoU 0.5 per count bin (left) and vs"
+                      " mean K (right,\n+-2 s.e. over images), per budget rule", cols=2,
+                      size=(4.6, 3.6)) as ((left, right),):
     for name, s in summary["rules"].items():
       kw = dict(color=STYLE[name][0], marker=STYLE[name][1], label=label(name, config))
       left.plot(centres, [m for m, _ in s["recall_by_bin"]], "-", **kw)

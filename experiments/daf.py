@@ -155,9 +155,9 @@ def plot_figures(workdir, summary):
   coefficients alpha_t, beta_t over tasks."""
   width = 0.8 / len(summary)
   steps = np.arange(1, len(next(iter(summary.values()))["accuracy_curve"]) + 1)
-  with workdir.figure("accuracy", rows=1, cols=2, size=(5.2, 3.6), title="Curvature-aware fusion"
-                      " (solid) should beat the uniform merge and the last adapter (mean +- s.e."
-                      " over orders x seeds)") as axes:
+  with workdir.figure("accuracy", rows=1, cols=2, size=(5.2, 3.6), title="Accuracy on all"
+                      " classes seen vs task (left; thick: two_coef, dashed: no fusion),\nthe three"
+                      " metrics per method (right); mean +- s.e. over orders x seeds") as axes:
     for k, (method, s) in enumerate(summary.items()):
       harness.band(axes[0, 0], steps, s["accuracy_curve"], s["accuracy_curve_se"], color=f"C{k}",
                    label=method, lw=2.2 if method == "two_coef" else 1.2,
@@ -169,8 +169,8 @@ def plot_figures(workdir, summary):
     axes[0, 1].set_xticks(np.arange(len(METRICS)) + 0.4 - width / 2,
                           ["avg incremental acc", "final acc", "forgetting"])
   with workdir.figure("coefficients", rows=1, cols=2, size=(4.6, 3.4), title="Fusion coefficients"
-                      " (mean over runs; per_layer: mean over layers); uniform merge: 1 - 1/t and"
-                      " 1/t") as axes:
+                      " alpha_t, beta_t vs task t (mean over runs; per_layer: mean over layers;\n"
+                      "uniform merge: 1 - 1/t and 1/t)") as axes:
     for (k, (method, s)), (ax, key) in itertools.product(
         enumerate(summary.items()), zip(axes[0], ("alpha", "beta"))):
       if "beta" in s:

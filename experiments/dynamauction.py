@@ -160,21 +160,24 @@ def plot_returns(workdir, summaries):
   fig, axes = harness.panels(size=(max(6.0, 1.1 * len(summaries)), 3.4))
   x, width = np.arange(len(summaries)), 0.8 / (len(POLICIES) - 1)
   for j, name in enumerate(POLICIES[1:]):
-    gains = [s.get(f"{name}_gain", np.nan) for s in summaries]
-    errors = [s.get(f"{name}_gain_se") or 0.0 for s in summaries]
-    axes[0, 0].bar(x + (j - 1.5) * width, np.asarray(gains, float) * 100,
-                   width, yerr=np.asarray(errors, float) * 100, color=f"C{j}",
-                   label=name)
+    gains = 100 * np.asarray([s.get(f"{name}_gain", np.nan) for s in summaries])
+    errors = [100 * (s.get(f"{name}_gain_se") or 0.0) for s in summaries]
+    axes[0, 0].bar(x + (j - 1.5) * width, gains, width, yerr=errors,
+                   color=f"C{j}", label=name)
+    # A gain of exactly 0 (a policy bidding as myopic does) draws no bar.
+    axes[0, 0].plot(x + (j - 1.5) * width, gains, "o", ms=5, color=f"C{j}",
+                    mec="k", mew=0.6, zorder=3, clip_on=False)
   axes[0, 0].axhline(0.0, color="k", lw=1)
   axes[0, 0].set_xticks(x, [s["setting"].replace("_", "\n", 1)
                             for s in summaries], fontsize=7)
   axes[0, 0].set(ylabel="return gain over myopic (%)\nmean +- s.e. over seeds")
   return workdir.save_figure(
-      fig, "gain_over_myopic", title="MPC gains over myopic bidding where wins"
-      " carry over; the DP oracle bounds it")
+      fig, "gain_over_myopic", title="Return gain over myopic (%) per setting and"
+      " policy, mean +- s.e. over seeds\n(a dot marks each bar's value; the DP"
+      " oracle only where computable)")
 
 
-def plot_ppo(workdir, stages, summaries):
+def plot_ppo(workdir, stages, summaries, num_envs):
   """F2: PPO's training return per setting, as a fraction of MPC's return."""
   fig, axes = harness.panels(size=(5.0, 3.4))
   for k, (stage, summary) in enumerate(zip(stages, summaries)):
@@ -182,10 +185,11 @@ def plot_ppo(workdir, stages, summaries):
     axes[0, 0].plot(np.arange(1, len(curve) + 1), curve, color=f"C{k % 10}",
                     label=stage["setting"])
   axes[0, 0].axhline(1.0, color="k", ls=":", label="MPC (evaluation mean)")
-  axes[0, 0].set(xlabel="PPO iteration (16 episodes each)",
+  axes[0, 0].set(xlabel=f"PPO iteration ({num_envs} episodes each)",
                  ylabel="PPO training return\n/ MPC mean return")
   return workdir.save_figure(fig, "ppo_training",
-                             title="PPO's training return stays below MPC")
+                             title="PPO training return / MPC's mean evaluation"
+                             " return\nvs PPO iteration, a line per setting")
 
 
 def main(config, workdir: harness.Workdir):
@@ -211,7 +215,7 @@ def main(config, workdir: harness.Workdir):
               num_samples=len(config.seeds), higher_is_better=HIGHER_IS_BETTER)],
       paper_results=PAPER_RESULTS, checks=evaluate_claim(stages),
       figures=[plot_returns(workdir, summaries),
-               plot_ppo(workdir, stages, summaries)],
+               plot_ppo(workdir, stages, summaries, config.ppo.num_envs)],
       notes=NOTES, markdown_appendix=table(summaries),
       extra_run_data={"summaries": summaries, "seconds": {
           s["setting"]: s["seconds"] for s in stages}})

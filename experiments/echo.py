@@ -184,9 +184,9 @@ def main(config, workdir: harness.Workdir):
   records = run_rl(config, workdir, layout, graphdef, warm_params, tasks, runs)
   sweep = read_runs(workdir, config, runs, records)
   summary = summarize(sweep, [r["step"] for r in records])
-  with workdir.figure("pass_and_env_ce", cols=2, size=(5, 3.5), title="ECHO (lambda > 0) should"
-                      " raise pass@1 and lower the environment CE vs GRPO (mean +- s.e. over"
-                      " seeds)") as (axes,):
+  with workdir.figure("pass_and_env_ce", cols=2, size=(5, 3.5), title="Held-out pass@1"
+                      " and environment CE on the probe set vs RL step, per variant\n(mean +- s.e."
+                      " over seeds)") as (axes,):
     for ax, metric, label in zip(axes, ("pass_at_1", "env_ce"), (
         "held-out pass@1", "environment CE (nats / token), probe set")):
       ax.set(xlabel="RL step", ylabel=label)

@@ -180,8 +180,8 @@ def cost_checks(costs):
 
 def plot_figures(workdir, summary, costs):
   """F1: test sum accuracy per epoch, a panel per N; F2: a step's cost against N."""
-  with workdir.figure("sum_accuracy_curves", title="Exact EM (solid) retraces the semantic loss"
-                      " (dotted); rejection sampling collapses at N = 15 (mean +- s.e. over seeds)",
+  with workdir.figure("sum_accuracy_curves", title="Test sum accuracy vs epoch, a panel per"
+                      " N (mean +- s.e. over seeds)\nsolid: em_exact, dotted: semantic",
                       cols=len(summary), size=(3.4, 3.0), sharey=True) as axes:
     for ax, (n, methods) in zip(axes[0], summary.items()):
       for k, (method, s) in enumerate(methods.items()):
@@ -190,8 +190,8 @@ def plot_figures(workdir, summary, costs):
                      label=method, lw=2.4 if method == "semantic" else 1.4)
       ax.set(title=f"N = {n}", xlabel="epoch", ylabel="test sum accuracy" * (ax is axes[0, 0]))
   chain, enumeration = costs["chain"], costs["enumeration"]
-  with workdir.figure("step_cost_vs_digits", cols=2, size=(4.2, 3.2), title="The carry chain's cost"
-                      " grows with the 2N images; enumeration's with the 100^N worlds") as axes:
+  with workdir.figure("step_cost_vs_digits", cols=2, size=(4.2, 3.2), title="A training step's"
+                      " time and compiled footprint vs digits per number N (log-log)") as axes:
     for ax, key, scale, label in ((axes[0, 0], "seconds", 1e3, "one training step (ms)"), (
         axes[0, 1], "peak_bytes", 1 / 2**20, "compiled step footprint (MiB)")):
       for name, marker, table, prefix in (("em_exact (carry chain)", "o", chain, "em_exact_"),

@@ -169,9 +169,9 @@ def result_rows(summary, grid, grid_base_bpb, n):
 def plot(workdir, values, grid, base_final, config):
   """Validation bpb vs step (mean over seeds; right: the last 40%); the grid minus AdamW."""
   start, (_, _, ema_on, ema_rest) = 0.6 * config.num_steps, phases(config)
-  with workdir.figure("valid_loss_vs_step", cols=2, size=(5.0, 3.8), title="EMA-Nesterov"
-                      " (solid) lowers the validation loss of its base optimizer (mean over"
-                      f" seeds {', '.join(map(str, config.seeds))})") as ((left, right),):
+  with workdir.figure("valid_loss_vs_step", cols=2, size=(5.0, 3.8), title="Validation loss"
+                      f" (bits/byte) vs step, mean +- s.e. over {len(config.seeds)} seeds\n(solid:"
+                      " with EMA-Nesterov, dashed: the base optimizer alone)") as ((left, right),):
     for ax, title in ((left, "all steps (grey: EMA-Nesterov lookahead on)"),
                       (right, "the last 40% of training")):
       ax.axvspan(ema_on, ema_rest, color="0.92", zorder=0)
@@ -184,8 +184,8 @@ def plot(workdir, values, grid, base_final, config):
     tail = [r["valid_bpb"] for runs in values.values() for rs in runs for r in rs
             if r["step"] >= start]
     right.set(xlim=(start, config.num_steps), ylim=(min(tail) - 0.01, max(tail) + 0.01))
-  with workdir.figure("grid_beta_gamma", size=(5.2, 3.8), title="A long-horizon EMA (gamma > 0)"
-                      " beats one-step lookahead\n(AdamW + EMA-Nesterov, seed"
+  with workdir.figure("grid_beta_gamma", size=(5.2, 3.8), title="Final validation loss minus"
+                      " AdamW's vs beta_max, a line per gamma\n(AdamW + EMA-Nesterov, seed"
                       f" {config.grid_seed})") as ((ax,),):
     for gamma in config.ema.gammas:
       cells = [c for c in grid if c["gamma"] == gamma]

@@ -155,8 +155,8 @@ def sequence_checks(name, methods, ratio, sweep) -> list[dict]:
 def plot_figures(workdir, summary, shown=("emc", "direct", "gcal", "tent")):
   """F1: R[i][i] and AP_i over the sequence; F2: the matrices R; F3: update time and memory."""
   with workdir.figure("accuracy_over_sequence", rows=2, cols=len(summary), size=(5, 3.3),
-                      sharex="col", title="EMC (thick) should at least match the baselines'"
-                      " accuracy over the drifting domains (mean +- s.e. over seeds)") as axes:
+                      sharex="col", title="R[i][i] (top) and AP_i (bottom) vs domain i, per"
+                      " method (thick: EMC),\nmean +- s.e. over seeds") as axes:
     for (col, (name, methods)), (row, (key, ylabel)) in itertools.product(
         enumerate(summary.items()), enumerate((("diagonal", "accuracy on domain i, R[i][i]"), (
             "ap_curve", "average performance AP_i (accuracy)")))):
@@ -168,8 +168,8 @@ def plot_figures(workdir, summary, shown=("emc", "direct", "gcal", "tent")):
                          else ylabel, xlabel="domain i (0 = source test split)" if row else "")
   if shown := [m for m in shown if all(m in s for s in summary.values())]:
     with workdir.figure("accuracy_matrices", rows=len(summary), cols=len(shown), size=(3.2, 3.0),
-                        title="Accuracy matrices (mean over seeds): EMC should keep earlier"
-                        " domains (columns) as it adapts (rows)") as axes:
+                        title="Accuracy matrices R[i][j] (mean over seeds):\nrow i: after"
+                        " adapting to domain i; column j: the evaluated domain") as axes:
       for (i, (name, by_method)), (j, method) in itertools.product(
           enumerate(summary.items()), enumerate(shown)):
         image = axes[i, j].imshow(np.ma.masked_invalid(by_method[method]["R"]), vmin=0, vmax=1)
@@ -179,8 +179,8 @@ def plot_figures(workdir, summary, shown=("emc", "direct", "gcal", "tent")):
       axes[0, 0].figure.colorbar(image, cax=axes[0, -1].inset_axes([1.08, 0.0, 0.06, 1.0]),
                                  label="accuracy R[i][j]")
   with workdir.figure("cost_per_domain", rows=len(summary), cols=2, size=(5.5, 3.0),
-                      title="EMC should cut time and memory sharply against GCAL-style (paper:"
-                      " -87.4% time, -92.4% memory)") as axes:
+                      title="Adaptation time per domain and compiled peak memory per method"
+                      "\n(log scale; mean +- s.e. over seeds)") as axes:
     for (row, (name, by_method)), (col, (key, scale, label)) in itertools.product(
         enumerate(summary.items()), enumerate((
             ("seconds_per_domain", 1e3, "adaptation time per domain (ms)"),

@@ -173,7 +173,7 @@ def plot_usage(workdir, evals, config):
   vmax = max(u.max() for u in usage.values())
   # One colour scale for all panels, read on one colour bar in a last column.
   with workdir.figure("expert_usage_by_domain", legend=False, title="Expert usage by held-out"
-                      " domain: EMO's experts are more domain-specific", rows=len(usage),
+                      " domain (first seed), a panel per model and layer", rows=len(usage),
                       cols=len(layers) + 1, size=(3.2, 1.8),
                       width_ratios=[1] * len(layers) + [0.04]) as axes:
     for ax, (kind, layer) in zip(axes[:, :-1].flat, [(k, l) for k in usage for l in layers]):
@@ -191,8 +191,9 @@ def plot_usage(workdir, evals, config):
 def plot_deltas(workdir, summary, config):
   """Increase of held-out bits per byte with expert subsets, per domain."""
   domains, width = list(summary["emo"]), 0.8 / len(config.models)
-  with workdir.figure("subset_loss_increase", title="Per-domain expert subsets cost EMO less than"
-                      " a standard MoE", cols=len(config.eval.fractions), size=(4.5, 3.4)) as axes:
+  with workdir.figure("subset_loss_increase", title="Held-out loss of per-domain"
+                      " expert subsets minus the full model's, per domain and model\n(mean +- s.e."
+                      " over seeds)", cols=len(config.eval.fractions), size=(4.5, 3.4)) as axes:
     for ax, tag in zip(axes[0], tags(config)):
       for i, kind in enumerate(config.models):
         means, errors = zip(*(summary[kind][d][f"delta_{tag}"] for d in domains))

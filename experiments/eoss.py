@@ -166,8 +166,8 @@ def evaluate_claim(summaries, config):
 
 def plot_figures(workdir, sweep, summaries, config, num_examples):
   """F1: BS and lambda_max vs step, a panel per run; F2: their plateaus vs b."""
-  with workdir.figure("sharpness_vs_step", title="Batch Sharpness settles at 2/$\\eta$;"
-                      " $\\lambda_{max}$ stays below it for mini-batches",
+  with workdir.figure("sharpness_vs_step", title="Batch Sharpness and $\\lambda_{max}$"
+                      " (multiples of 2/$\\eta$) vs SGD step, a line per seed",
                       rows=len(config.learning_rates), cols=len(config.batch_sizes),
                       size=(3.2, 2.6)) as axes:
     for ax, (cell, (lr, b)) in zip(axes.flat, sweep.grid.items()):
@@ -178,8 +178,9 @@ def plot_figures(workdir, sweep, summaries, config, num_examples):
       ax.axhline(1.0, color="k", ls="--", lw=1, label="2/$\\eta$")
       ax.set(title=f"$\\eta$={lr:g}, b={b or 'full'}", ylim=(0, 1.5), xlabel="SGD step",
              ylabel="curvature (multiples of 2/$\\eta$)")
-  with workdir.figure("plateau_vs_batch_size", title="$\\lambda_{max}$ rises with the batch size"
-                      " to 2/$\\eta$", size=(4.8, 3.4)) as axes:
+  with workdir.figure("plateau_vs_batch_size", title="Tail medians of $\\lambda_{max}$ and"
+                      " BS vs batch size\n(mean over seeds; colour: $\\eta$)",
+                      size=(4.8, 3.4)) as axes:
     for (k, lr), (key, style, label) in itertools.product(enumerate(config.learning_rates),
                                                           PLATEAUS):
       runs = sorted((s for s in summaries if s["learning_rate"] == lr),

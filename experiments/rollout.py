@@ -165,10 +165,11 @@ def plot_figures(workdir, settings) -> None:
            ylabel=f"test MSE at h={s['longest']}\n(z-units$^2$)")
 
   for name, title, size, draw in [
-      ("error_vs_horizon", "Free-running test error: the JVP penalty should"
-       " lower TF's long-horizon error", (3.8, 2.8), error_vs_horizon),
-      ("lambda_sweep", "Longest-horizon test error vs penalty weight: below"
-       " the TF line, the penalty helps", (3.4, 2.5), lambda_sweep)]:
+      ("error_vs_horizon", "Free-running test MSE vs horizon per method (mean over"
+       " seeds),\na panel per dataset and model", (3.8, 2.8), error_vs_horizon),
+      ("lambda_sweep", "Test MSE at the longest horizon vs penalty weight, mean +-"
+       " s.e. over\nseeds (dashed: TF), a panel per dataset and model", (3.4, 2.5),
+       lambda_sweep)]:
     with workdir.figure(name, title=title, rows=len(rows), cols=len(cols), size=size) as axes:
       for s in settings:
         draw(axes[rows.index(s["dataset"]), cols.index(s["model"])], s)

@@ -166,9 +166,10 @@ def plot_scaling(workdir, summary, baselines, config) -> None:
   plain = {n: s for n, s in summary.items() if not s["encoder_layers"]}
   series = {f"depth series (D = {config.depth_width})": ("width", config.depth_width),
             f"width series (L = {config.width_layers})": ("layers", config.width_layers)}
-  with workdir.figure("gap_scaling", title="At matched parameters the deeper model of each pair"
-                      " (thick) should reach the lower gap, also per FLOP and per instance (solid:"
-                      " depth series, dashed: width series)", cols=3, size=(4.4, 3.4)) as axes:
+  with workdir.figure("gap_scaling", title="Test greedy gap vs parameters (final), training"
+                      " GFLOPs and instances seen (curves),\nmean (+- s.e.) over seeds; thick: the"
+                      " deeper model of each matched pair; solid: depth series", cols=3,
+                      size=(4.4, 3.4)) as axes:
     for k, (label, (field, value)) in enumerate(series.items()):
       names = sorted((n for n, s in plain.items() if s[field] == value),
                      key=lambda n: summary[n]["parameters"])

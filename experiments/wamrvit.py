@@ -165,8 +165,8 @@ def plot_fields(workdir, data, values):
   from matplotlib.collections import LineCollection  # pylint: disable=g-import-not-at-top
   truth, mesh, examples = data["truth"][:1], data["mesh"], {v: x[0][1] for v, x in values.items()}
   steps, rows = sorted({1, truth.shape[1] // 2, truth.shape[1] - 1}), list(examples)
-  with workdir.figure("fields_and_meshes", title="Regridding keeps the finest leaves (white) on"
-                      " the moving discs;\na frozen mesh cannot follow them",
+  with workdir.figure("fields_and_meshes", title="Field u at three rollout steps (first seed):"
+                      " truth and each variant,\nwith its mesh's leaves outlined in white",
                       rows=len(rows) + 1, cols=len(steps), size=(2.4, 2.4)) as axes:
     for (r, row), (c, k) in itertools.product(enumerate(["truth"] + rows), enumerate(steps)):
       fields, trees = (truth[:1, k], amr.build_meshes(jnp.asarray(truth[:1, k]), mesh)
@@ -189,8 +189,9 @@ def plot_fields(workdir, data, values):
 
 def plot_errors(workdir, values):
   """F2: VRMSE (global, ROI) and tokens vs rollout step, mean +/- s.e."""
-  with workdir.figure("error_vs_step", title="WAMRViT near the finest-patch ViT's ROI error with"
-                      " fewer tokens (mean +/- s.e. over seeds)", cols=3, size=(4.2, 3.2)) as axes:
+  with workdir.figure("error_vs_step", title="VRMSE (full field, region of"
+                      " interest) and tokens vs rollout step, per variant\n(mean +- s.e. over"
+                      " seeds)", cols=3, size=(4.2, 3.2)) as axes:
     for ax, (key, label, scale) in zip(axes[0], (
         ("vrmse", "VRMSE, full field\n(RMSE / std of truth)", "log"),
         ("vrmse_roi", "VRMSE, region of interest\n(RMSE / std of truth)", "log"),

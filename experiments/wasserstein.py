@@ -145,33 +145,36 @@ def evaluate_claim(config, summary, streams):
 
 
 def plot_ratios(workdir, config, summary):
-  """F1: greedy/OPT and W_T/OPT against d (largest n) and against n."""
-  fig, axes = harness.panels(2, 1 + len(config.distributions), size=(4.2, 3.2))
+  """F1: greedy/OPT and W_T/OPT against d (largest n) and against n, a row per
+  ratio and p, so that each panel holds a line per distribution or per d."""
   n_max, dists = max(config.sizes), config.distributions
-  for row, (metric, ylabel) in enumerate((
-      ("greedy_over_opt", "greedy cost / OPT"), ("tree_over_opt", "W_T / OPT"))):
+  rows = list(itertools.product((("greedy_over_opt", "greedy cost / OPT"),
+                                 ("tree_over_opt", "W_T / OPT")), config.ps))
+  fig, axes = harness.panels(len(rows), 1 + len(dists), size=(4.0, 2.4),
+                             sharex="col")
+  for row, ((metric, ylabel), p) in enumerate(rows):
     curve = lambda col, xs, cells, **style: axes[row, col].errorbar(
         xs, [summary[c][metric] for c in cells],
-        [summary[c][metric + "_se"] or 0 for c in cells], **style)
-    for k, (dist, p) in enumerate(itertools.product(dists, config.ps)):
+        [summary[c][metric + "_se"] or 0 for c in cells], marker="o", ms=3,
+        **style)
+    for k, dist in enumerate(dists):
       curve(0, config.dims, [(dist, d, n_max, p) for d in config.dims],
-            marker="o", color=f"C{k}", label=f"{dist}, p={p} (vs d)")
-    for dist, d, p in itertools.product(dists, config.dims, config.ps):
-      curve(1 + dists.index(dist), config.sizes, [(dist, d, n, p) for n in
-                                                  config.sizes], marker=".",
-            color=f"C{4 + config.dims.index(d)}", ls="-" if p == 1 else "--",
-            label=f"d={d}, p={p} (vs n)")
+            color=f"C{k}", label=f"{dist} (vs d)")
+      for j, d in enumerate(config.dims):
+        curve(1 + k, config.sizes, [(dist, d, n, p) for n in config.sizes],
+              color=f"C{len(dists) + j}", label=f"d = {d} (vs n)")
     for col, ax in enumerate(axes[row]):
-      ax.set(yscale="log", xlabel=f"n per side ({dists[col - 1]})" if col
-             else f"dimension d (n = {n_max} per side)")
+      ax.axhline(1.0, color="k", lw=0.6, label="OPT (ratio 1)")
+      ax.set(yscale="log", ylabel="" if col else f"{ylabel}, p = {p:g}")
       if col:
         ax.set_xscale("log", base=2)
-      ax.axhline(1.0, color="k", lw=0.6)
-    axes[row, 0].set_ylabel(ylabel)
+  for col, ax in enumerate(axes[-1]):
+    ax.set(xlabel=f"n per side ({dists[col - 1]})" if col
+           else f"dimension d (n = {n_max} per side)")
   return workdir.save_figure(
-      fig, "ratios", title="Greedy and W_T should stay above OPT (ratio >= 1),"
-      " greedy/OPT growing at most linearly in d: our shifted-quadtree"
-      " baseline (mean +- s.e. over shifts)")
+      fig, "ratios", title="Cost ratio to OPT (log scale) vs dimension d at the"
+      " largest n (left) and vs n\nper distribution (right), a row per ratio and"
+      " p; mean +- s.e. over shifts")
 
 
 def plot_timing(workdir, config, streams):
@@ -193,8 +196,9 @@ def plot_timing(workdir, config, streams):
     ax.set(xlabel="n per side", ylabel=label, yscale="log")
     ax.set_xscale("log", base=2)
   return workdir.save_figure(
-      fig, "update_vs_recompute", title="A dynamic update should be >= 1000x"
-      " cheaper than an exact recomputation (median over checkpoints)")
+      fig, "update_vs_recompute", title="Time of one update and of one Hungarian"
+      " recomputation vs n, and their ratio\n(medians over checkpoints, shifts and"
+      " distributions)")
 
 
 def result_rows(config, summary, streams):

@@ -40,6 +40,7 @@ from experiments.harness import checkpointing
 from experiments.harness import card as card_lib
 from experiments.harness import report as report_lib
 from experiments.harness import jsonio
+from experiments.harness import plots
 from experiments.harness import stats
 from experiments.harness import sweep as sweep_lib
 from experiments.harness.jsonio import write_json_atomic
@@ -472,9 +473,11 @@ class Workdir:
                   legend: bool = True) -> str | None:
     """Saves a figure as ``<workdir>/<name>.png`` (process 0) and closes it.
 
-    ``title`` (the claim the figure shows) becomes the suptitle; with
-    ``legend`` the labelled artists of every panel get one shared legend
-    below the panels (each label once), so no panel carries its own.
+    ``title`` (what the figure plots: quantities, axes, statistics; not
+    the claim) becomes the suptitle; with ``legend`` the labelled artists
+    of every panel get one shared legend below the panels (each label
+    once), so no panel carries its own. Texts that would print over one
+    another (:func:`plots.overlapping_texts`) are logged as a warning.
     """
     if legend:
       entries = {}
@@ -493,6 +496,12 @@ class Workdir:
       fig.tight_layout()
     path = os.path.join(self.path, f"{name}.png")
     if self.is_writer:
+      # Said, not raised: an unreadable label is worth a look, not a lost run.
+      if overlaps := plots.overlapping_texts(fig):
+        logging.warning("figure %s: overlapping texts, %d pair(s): %s%s", name,
+                        len(overlaps), "; ".join(
+                            f"{a!r} / {b!r}" for a, b in overlaps[:8]),
+                        " ..." if len(overlaps) > 8 else "")
       fig.savefig(path, dpi=120, bbox_inches="tight")
     import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
     plt.close(fig)

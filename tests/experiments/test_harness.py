@@ -2,6 +2,7 @@
 
 import json
 import os
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +12,7 @@ import pytest
 
 from experiments.harness import checkpointing
 from experiments import harness
+from experiments.harness import plots
 from experiments.harness import workdir as workdir_lib
 
 
@@ -684,6 +686,36 @@ def test_a_figure_block_saves_and_lists_its_figure_with_bands_and_bars(
       paper_results=[], checks=[harness.check("x", "x", True, "ok")])
   assert report["run_data"]["figures"] == ["curves.png"]
   assert report["run_data"]["seeds"] == []  # the toy config has no seeds
+
+
+def test_overlapping_texts_names_the_labels_printed_over_one_another():
+  fig, axes = harness.panels(cols=2)
+  axes[0, 0].set_xticks([0.5, 0.52], ["left label", "right label"])
+  axes[0, 0].plot([0, 1], [0, 1], label="a line")
+  axes[0, 0].legend()
+  fig.suptitle("a title")
+  assert plots.overlapping_texts(fig) == [("left label", "right label")]
+  # Slanted side by side: their window extents overlap, the texts do not.
+  labels = axes[0, 1].set_xticks([0.4, 0.55], ["a slanted label",
+                                               "another slanted one"],
+                                 rotation=45, ha="right")
+  fig.canvas.draw()
+  assert labels[0].get_window_extent().overlaps(labels[1].get_window_extent())
+  assert plots.overlapping_texts(fig) == [("left label", "right label")]
+  axes[0, 0].set_xticks([0.2, 0.8], ["left label", "right label"])  # apart
+  assert plots.overlapping_texts(fig) == []
+
+
+def test_saving_a_figure_warns_of_overlapping_texts_and_still_saves(workdir):
+  with mock.patch.object(workdir_lib.logging, "warning") as warning:
+    with workdir.figure("clean", title="t") as axes:
+      axes[0, 0].set_xticks([0.2, 0.8], ["a", "b"])
+    warning.assert_not_called()
+    with workdir.figure("crowded", title="t") as axes:
+      axes[0, 0].set_xticks([0.5, 0.51], ["one", "two"])
+  message, *args = warning.call_args.args
+  assert "overlapping texts, 1 pair(s): 'one' / 'two'" in message % tuple(args)
+  assert os.path.exists(os.path.join(workdir.path, "crowded.png"))
 
 
 @pytest.mark.parametrize("bounds, passed, shown", [
