@@ -32,10 +32,11 @@ MAX_CITIES = 13
 # Bytes of a chunk's dynamic-programming tables and largest temporary when
 # ``chunk_size`` is not given: small enough for the CPU's caches to hold most
 # of a subset size's working set, large enough that numpy's per-call cost is
-# spread over many instances (see ``_auto_chunk_size``). Measured on 2 CPU
-# cores: 2-4 MiB was fastest per instance at N = 8, 10 and 12; 512 instances
-# at a time (the old default) was 2.3x slower at N = 10 and 2.9x at N = 12.
-CHUNK_BYTES = 4 * 2**20
+# spread over many instances (see ``_auto_chunk_size``). Measured on 2 idle
+# CPU cores (ms per instance at N = 8 / 10 / 12): 1 MiB 0.032 / 0.21 / 1.41,
+# 4 MiB 0.055 / 0.29 / 2.45; 512 instances at a time (the old default) was
+# 2.3x slower than 4 MiB at N = 10 and 2.9x at N = 12 (loaded cores).
+CHUNK_BYTES = 2**20
 
 
 def held_karp(coords_BxNx2: np.ndarray, *, chunk_size: int | None = None
@@ -47,8 +48,9 @@ def held_karp(coords_BxNx2: np.ndarray, *, chunk_size: int | None = None
     chunk_size: instances solved together. By default as many as keep a
       chunk's tables and temporaries (``[2^(N-1), N-1]`` costs and the
       ``[C(N-1, (N-1)/2), N-1, N-1]`` candidates, per instance) within
-      ``CHUNK_BYTES``: 200 instances at N = 8, 35 at N = 10 and 2 at N = 13,
-      so a large batch is never slower per instance than one at a time.
+      ``CHUNK_BYTES``: 50 instances at N = 8, 8 at N = 10 and one at a time
+      from N = 12, so a large batch is never slower per instance than one at
+      a time.
 
   Returns:
     ``(tours_BxN int32, lengths_B float64)``; each tour starts at city 0 and
