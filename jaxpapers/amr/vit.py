@@ -235,8 +235,10 @@ class WAMRViT(nnx.Module):
     >>> model(tokens, trees).shape
     (2, 64, 4, 4, 1)
 
-  Example (flax nnx training step), towards the field shifted by one pixel;
-  :class:`UniformViT` trains the same way, on fields without trees:
+  The nnx example trains towards the field shifted by one pixel;
+  :class:`UniformViT` trains the same way, on fields without trees.
+
+  Example (flax nnx training step):
     >>> import optax
     >>> from jaxpapers import optim
     >>> target = jax.vmap(amr.tokenize)(jnp.roll(fields, 1, axis=2), trees)

@@ -88,8 +88,10 @@ def track_batch_sharpness(
     >>> round(float(optax.tree.get(state, "batch_sharpness")), 4)  # H = diag(.5, 4.5)
     4.4512
 
-  Example (flax nnx: ``value_fn`` gets the params as the optimizer holds
-  them, an ``nnx.State``):
+  With flax nnx, ``value_fn`` gets the params as the optimizer holds them,
+  an ``nnx.State``.
+
+  Example (flax nnx):
     >>> from flax import nnx
     >>> model = nnx.Linear(2, 1, use_bias=False, rngs=nnx.Rngs(0),
     ...                    kernel_init=nnx.initializers.ones)  # w above
