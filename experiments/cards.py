@@ -256,7 +256,7 @@ def _index(runs, sources) -> str:
         f"<td class='claim' title='{_e(bench['claim'])}'>{_e(bench['claim'])}</td>"
         f"<td><span class='badge {verdict} checks' title='{verdict}'>"
         f"{data['checks_passed']}/{len(checks)}</span></td>"
-        f"<td class='signals'>{_icons(card['summary'])}</td>"
+        f"<td class='signals'>{_badges(card['summary'], compact=True)}</td>"
         f"<td>{_e(_date(timestamp))}</td>"
         f"<td><code>{_e(str(data['git_commit'])[:10])}</code></td></tr>")
   for source in sources:
@@ -270,7 +270,7 @@ def _index(runs, sources) -> str:
         f"<td><a href='{source['page']}/index.html'>{_e(name)}</a>"
         "<span class='tag'>third-party</span></td>"
         f"<td class='claim' title='{_e(description)}'>{_e(description)}</td>"
-        f"<td>&mdash;</td><td class='signals'>{_icons(summary)}</td>"
+        f"<td>&mdash;</td><td class='signals'>{_badges(summary, compact=True)}</td>"
         "<td>&mdash;</td><td>&mdash;</td></tr>")
   scales = sorted({scale_of(r["report"]["run_data"]) for r in runs} | set(SCALES),
                   key=lambda x: (x not in SCALES, SCALES.index(x) if x in SCALES else x))
@@ -297,17 +297,6 @@ def _index(runs, sources) -> str:
       "<span id='shown'></span></div>"
       f"<table id='runs'><thead><tr>{header}</tr></thead><tbody>"
       + "".join(rows) + "</tbody></table>")
-
-
-def _icons(summary: Mapping[str, Any]) -> str:
-  """Each signal as a lettered dot coloured by its state; the wording on hover."""
-  out = []
-  for audience in evalcards.AUDIENCES:
-    out += [f"<span class='sig {b['state']} {audience}' data-signal='{b['signal']}'"
-            f" title='{_e(b['label'])}: {_e(b['text'])}'>"
-            f"{SIGNAL_LETTERS.get(b['signal'], '?')}</span>"
-            for b in evalcards.badges(summary, audience)]
-  return "".join(out)
 
 
 def _run_page(report: Mapping[str, Any], page: str) -> str:
@@ -431,13 +420,20 @@ def _source_page(directory, loaded, analysis) -> str:
       f"<ul id='findings'>{findings}</ul>")
 
 
-def _badges(summary: Mapping[str, Any]) -> str:
+def _badges(summary: Mapping[str, Any], *, compact: bool = False) -> str:
+  """Every signal in both audiences' wording (CSS shows one audience).
+
+  ``compact``: a lettered dot coloured by the signal's state, its wording on
+  hover (the index); otherwise a badge with the wording (run pages).
+  """
   out = []
   for audience in evalcards.AUDIENCES:
-    out += [f"<span class='badge {b['state']} {audience}'"
-            f" data-signal='{b['signal']}' title='{_e(b['text'])}'>"
-            f"{_e(b['label'])}: {_e(b['text'])}</span>"
-            for b in evalcards.badges(summary, audience)]
+    for b in evalcards.badges(summary, audience):
+      shown = SIGNAL_LETTERS.get(b["signal"], "?") if compact else (
+          f"{_e(b['label'])}: {_e(b['text'])}")
+      hover = f"{b['label']}: {b['text']}" if compact else b["text"]
+      out.append(f"<span class='{'sig' if compact else 'badge'} {b['state']} {audience}'"
+                 f" data-signal='{b['signal']}' title='{_e(hover)}'>{shown}</span>")
   return "".join(out)
 
 

@@ -300,7 +300,7 @@ def test_a_2d_set_of_2048_points_a_side_leaves_the_windows_far_from_full():
 _OLD_XLA = tuple(int(x) for x in jax.__version__.split(".")[:2]) < (0, 12)
 
 
-@pytest.mark.xfail(_OLD_XLA, strict=False,
+@pytest.mark.xfail(_OLD_XLA, strict=True,
                    reason="jax < 0.12's XLA copies a carry buffer read and written in one step")
 def test_a_scan_of_updates_copies_no_capacity_sized_buffer_per_step():
   """XLA updates the scan's carry in place: no copy of a per-slot or table buffer per step.
