@@ -1,19 +1,20 @@
-"""DynamAuction speed (issue 17): vectorised environment and MPC vs Python loops.
+"""DynamAuction speed: the compiled episodes against the same dynamics batched in numpy.
 
-1. Environment steps/s: ``jit(vmap(run_episode))`` over 64 myopic episodes
-   (default 24 h, 1872 candidate slots each) against a plain Python loop that
-   calls the same compiled single-environment ``step`` (and policy) one step
-   at a time. Goal: >= 100x.
-2. MPC plans/s: one compiled plan (16 thetas x 64 rollouts of 2 h, common
-   random numbers) against a Python loop over thetas and rollouts that steps
-   each rollout through the same compiled single-auction ``resolve``.
-   Goal: >= 100x.
+``jit(vmap(run_episode))`` of the myopic bidder (theta = 1, both auction
+formats, 24 h episodes) against a numpy version of the same dynamics written
+for this benchmark, vectorised over the episodes the same way: one numpy
+step advances every episode by one arrival, with the same O(1) bookkeeping
+of delayed rewards (a per-step pending sum) and, in first price, the same
+256-point grid argmax (``scipy.special.ndtr`` for the competition CDF).
+Both sides replay the same draws (the numpy side reads the arrivals that
+``environment.reset`` drew) and return the same outputs (returns, step
+rewards, wins, contexts); their returns are compared. Rates count real
+arrivals (valid slots), not padded ones. Rounds alternate the two sides, and
+the ratio is the median over rounds with its 10-90% range
+(``profiling.paired_ratio``). Goal: >= 3x at 256 and more episodes.
 
-Both sides run in this process, on the same draws; the Python-loop sides are
-timed on a fraction of the work and reported per step / per plan.
-
-Run: ``python -m benchmarks.auctions`` (``--tiny``: second price only, 4
-episodes of 1 h, a plan of 2 thetas x 2 rollouts of 15 min, one repeat).
+Run: ``python -m benchmarks.auctions`` (``--tiny``: 2 h episodes, 8 of
+them, one round).
 """
 
 import time
@@ -21,98 +22,131 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from scipy import special
 
 import benchmarks
 from jaxpapers import profiling
 from jaxpapers.auctions import environment as env_lib
-from jaxpapers.auctions import mpc
 from jaxpapers.auctions import myopic
 
 
 class Sizes(NamedTuple):
   formats: tuple[str, ...]
   horizon: float  # hours per episode
-  num_episodes: int
-  loop_steps: int
-  mpc: mpc.MPCConfig
-  loop_rollouts: int  # of the plan's rollouts, for each of its thetas
-  repeats: int
+  episodes: tuple[int, ...]  # batch sizes
+  rounds: int
 
 
-FULL = Sizes(formats=("second", "first"), horizon=24.0, num_episodes=64,
-             loop_steps=400, mpc=mpc.MPCConfig(), loop_rollouts=4, repeats=3)
-TINY = Sizes(formats=("second",), horizon=1.0, num_episodes=4, loop_steps=10,
-             mpc=mpc.MPCConfig(thetas=(0.5, 1.0), num_rollouts=2,
-                               horizon=0.25),
-             loop_rollouts=1, repeats=1)
+FULL = Sizes(formats=("second", "first"), horizon=24.0, episodes=(256, 1024),
+             rounds=5)
+TINY = Sizes(formats=("second", "first"), horizon=2.0, episodes=(8,), rounds=1)
 
 
-def environment_speed(params, sizes):
-  slots = env_lib.num_slots(params)
-  keys = jax.random.split(jax.random.key(0), sizes.num_episodes)
+def numpy_episodes(state: env_lib.EnvState, params: env_lib.EnvParams,
+                   theta: float = 1.0) -> dict[str, np.ndarray]:
+  """The myopic bidder's episodes in numpy, batched over the leading axis of ``state``.
+
+  ``state`` is a batch of reset states (``vmap(reset)``, fetched to numpy).
+  The same dynamics as ``environment.step`` and ``myopic.fixed_shading``:
+  kernel, bid, win, payment, context, delayed reveals (the default effects:
+  exposure saturation, recency and delay on).
+  """
+  if not (params.saturation and params.recency and params.delay
+          and params.saturation_measure == "exposure"):
+    raise ValueError("numpy_episodes follows the default kernel only.")
+  a = state.arrivals
+  time_, value, competing, valid = a.time, a.value, a.competing_bid, a.valid
+  num_valid, reveal_step = state.num_valid, state.reveal_step
+  batch, slots = time_.shape
+  rows = np.arange(batch)
+  f32 = np.float32
+  count = np.zeros(batch, f32)
+  log_exposure = np.full(batch, -np.inf, f32)
+  last_win = np.full(batch, -np.inf, f32)
+  pending = np.zeros((batch, slots + 1), f32)
+  revealed = np.zeros(batch, f32)
+  won_value = np.zeros(batch, f32)
+  utility = np.zeros(batch, f32)
+  rewards = np.zeros((slots, batch), f32)
+  wins = np.zeros((slots, batch), bool)
+  contexts = np.zeros((3, slots, batch), f32)
+  fractions = np.linspace(0.0, 1.0, myopic.FIRST_PRICE_GRID, dtype=f32)
+  decay, alpha = f32(params.exposure_decay), f32(params.saturation_strength)
+  for i in range(int(num_valid.max())):
+    contexts[:, i] = count, log_exposure, last_win
+    active = i < num_valid
+    t = time_[:, i]
+    kernel = 1 / (1 + alpha * np.exp(log_exposure - decay * t))
+    kernel = kernel * -np.expm1(-(t - last_win) / f32(params.recency_time))
+    nu = np.where(valid[:, i] & active, value[:, i] * kernel, f32(0))
+    if params.format == "second":
+      bid = theta * nu
+    else:
+      bids = nu[:, None] * fractions
+      mean = (params.competing_log_mean + params.competing_log_amplitude
+              * np.sin(f32(2 * np.pi / params.period) * t))
+      with np.errstate(divide="ignore"):
+        z = (np.log(bids) - mean[:, None].astype(f32)) / f32(params.competing_log_std)
+      win = np.where((bids > 0) & (bids >= params.reserve), special.ndtr(z), f32(0))
+      utility_grid = (nu[:, None] - bids) * win
+      bid = theta * bids[rows, np.argmax(utility_grid, 1)]
+    price = np.maximum(competing[:, i], f32(params.reserve))
+    won = valid[:, i] & active & (bid >= price) & (bid > 0)
+    paid = np.where(won, bid if params.format == "first" else price, f32(0))
+    realised = np.where(won, value[:, i] * kernel, f32(0))
+    count = count + won
+    log_exposure = np.where(won, np.logaddexp(log_exposure, decay * t),
+                            log_exposure)
+    last_win = np.where(won, np.maximum(last_win, t), last_win)
+    index = np.where(active, i + 1, i)
+    pending[rows, np.maximum(reveal_step[:, i], index)] += realised
+    won_value += realised
+    done = index >= num_valid
+    new = np.where(done, won_value,
+                   revealed + np.where(active, pending[rows, index], f32(0)))
+    rewards[i] = np.where(active, new - revealed - paid, f32(0))
+    revealed = new
+    wins[i] = won
+    utility += realised - paid
+  return {"episode_return": utility, "revealed_rewards": rewards.T,
+          "won": wins.T, "contexts": contexts.transpose(0, 2, 1)}
+
+
+def compare(fmt: str, num_episodes: int, sizes: Sizes) -> str:
+  params = env_lib.EnvParams(format=fmt, horizon=sizes.horizon)
+  keys = jax.random.split(jax.random.key(0), num_episodes)
+  reset_keys, step_keys = jax.vmap(jax.random.split, out_axes=1)(keys)
   policy = myopic.fixed_shading(1.0, params)
-  episodes = jax.jit(jax.vmap(
-      lambda k: myopic.run_episode(k, params, policy).episode_return))
-  seconds = profiling.time_jitted(episodes, keys, repeats=sizes.repeats)
-  vector_rate = sizes.num_episodes * slots / seconds
-
-  step = jax.jit(lambda s, b: env_lib.step(jax.random.key(0), s, b, params))
-  act = jax.jit(policy)
-  obs, state = jax.jit(lambda k: env_lib.reset(k, params))(keys[0])
-  obs, state, *_ = step(state, act(obs))  # compile
-  start = time.perf_counter()
-  for _ in range(sizes.loop_steps):
-    obs, state, *_ = step(state, act(obs))
-  jax.block_until_ready(state)
-  loop_rate = sizes.loop_steps / (time.perf_counter() - start)
-  return vector_rate, loop_rate
-
-
-def mpc_speed(params, sizes):
-  config = sizes.mpc
-  obs, state = env_lib.reset(jax.random.key(0), params)
-  plan = jax.jit(lambda k: mpc.plan(k, obs, params, config))
-  vector_rate = 1.0 / profiling.time_jitted(plan, jax.random.key(1),
-                                            repeats=min(5, 2 * sizes.repeats))
-
-  futures = jax.jit(lambda k: mpc.sample_futures(k, obs, params, config))(
-      jax.random.key(1))
-  futures = jax.device_get(futures)
-
-  @jax.jit
-  def one_auction(ctx, arrival, theta):
-    nu = arrival.value * env_lib.kernel(ctx, arrival.time, params)
-    bid = theta * myopic.myopic_bid(nu, arrival.time, params, fast=True)
-    out = env_lib.resolve(ctx, arrival.time, arrival.value,
-                          arrival.competing_bid, bid, arrival.valid, params)
-    return out.context, out.value - out.payment
-
-  slot = lambda m, j: jax.tree.map(lambda x: x[m, j], futures)
-  one_auction(state.context, slot(0, 0), jnp.float32(1.0))  # compile
-  start = time.perf_counter()
-  for theta in config.thetas:
-    for m in range(sizes.loop_rollouts):
-      ctx, total = state.context, 0.0
-      for j in range(futures.time.shape[1]):
-        ctx, utility = one_auction(ctx, slot(m, j), jnp.float32(theta))
-        total += float(utility)
-  loop_seconds = ((time.perf_counter() - start) * config.num_rollouts
-                  / sizes.loop_rollouts)
-  return vector_rate, 1.0 / loop_seconds
+  obs, states = jax.jit(jax.vmap(lambda k: env_lib.reset(k, params)))(reset_keys)
+  ours = jax.jit(jax.vmap(lambda s, o, k: myopic.run_from(s, o, k, params, policy)))
+  numpy_states = jax.device_get(states)
+  episode = jax.block_until_ready(ours(states, obs, step_keys))  # compiled
+  arrivals = int(numpy_states.num_valid.sum())
+  ours_s, numpy_s = [], []
+  for _ in range(sizes.rounds):
+    start = time.perf_counter()
+    jax.block_until_ready(ours(states, obs, step_keys))
+    ours_s.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    reference = numpy_episodes(numpy_states, params)
+    numpy_s.append(time.perf_counter() - start)
+  gap = np.max(np.abs(np.asarray(episode.episode_return)
+                      - reference["episode_return"]))
+  ratio = profiling.paired_ratio(numpy_s, ours_s)
+  return (f"{fmt} price, {num_episodes} episodes of {sizes.horizon:g} h"
+          f" ({arrivals / num_episodes:.0f} arrivals each):"
+          f" {arrivals / min(ours_s):,.0f} arrivals/s compiled vs"
+          f" {arrivals / min(numpy_s):,.0f} numpy-batched:"
+          f" {ratio['ratio']:.2f}x (10-90%: {ratio['low']:.2f}-{ratio['high']:.2f}x,"
+          f" {ratio['rounds']} rounds; goal >= 3x); returns agree to {gap:.1e}")
 
 
 def main(tiny: bool = False):
   sizes = TINY if tiny else FULL
   for fmt in sizes.formats:
-    params = env_lib.EnvParams(format=fmt, horizon=sizes.horizon)
-    vector, loop = environment_speed(params, sizes)
-    print(f"{fmt}-price environment: {vector:,.0f} steps/s vectorised"
-          f" ({sizes.num_episodes} episodes) vs {loop:,.0f} steps/s Python"
-          f" loop: {vector / loop:,.0f}x (goal >= 100x)")
-    vector, loop = mpc_speed(params, sizes)
-    print(f"{fmt}-price MPC: {vector:,.2f} plans/s compiled vs"
-          f" {loop:,.4f} plans/s Python loop: {vector / loop:,.0f}x"
-          " (goal >= 100x)")
+    for num_episodes in sizes.episodes:
+      print(compare(fmt, num_episodes, sizes), flush=True)
 
 
 if __name__ == "__main__":

@@ -247,8 +247,7 @@ def run_oracle_from(state: env_lib.EnvState, obs: env_lib.Observation,
     obs, state, *_ = env_lib.step(jax.random.key(0), state, bid, params)
     return (obs, state), (bid, nu)
 
-  (_, state), (bids, nus) = jax.lax.scan(body, (obs, state), None,
-                                         length=state.arrivals.time.shape[0])
+  (_, state), (bids, nus) = env_lib.scan_episode(body, obs, state)
   episode_return = jnp.where(jnp.any(jnp.isnan(bids)),
                              jnp.full_like(state.utility, jnp.nan),
                              state.utility)

@@ -72,7 +72,7 @@ References:
 
 import dataclasses
 import math
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -440,15 +440,23 @@ class Observation(NamedTuple):
 
 class EnvState(NamedTuple):
   """The environment between steps: the episode's pre-drawn arrivals (``[n]`` padded slots), the
-  carry-over context and the delayed-reward bookkeeping."""
+  carry-over context and the delayed-reward bookkeeping.
 
-  index: jax.Array  # the current candidate slot
+  A won value is revealed at the first step whose arrival time is at or
+  after its reveal time. That step is known at reset for every slot
+  (``reveal_step``, a search of the sorted arrival times), so a win adds its
+  value to ``pending`` at that step and each step reads one entry: O(1) per
+  step, where summing the revealed slots would be O(n).
+  """
+
+  index: jax.Array  # the current candidate slot: the steps taken (at most n)
   arrivals: Arrivals
   num_valid: jax.Array
   context: Context
-  won_value: jax.Array  # [n] realised value of each slot (0 if lost)
-  reveal_time: jax.Array  # [n] when that value is revealed (inf if lost)
+  reveal_step: jax.Array  # [n] int32: the step that reveals each slot's value
+  pending: jax.Array  # [n + 1] won value awaiting each step (n: after the last)
   revealed_value: jax.Array  # sum of values revealed so far
+  won_value: jax.Array  # sum of realised values won so far (revealed or not)
   payments: jax.Array
   utility: jax.Array  # realised utility so far (revealed or not): the return
 
@@ -468,9 +476,12 @@ def reset(key: jax.Array, params: EnvParams) -> tuple[Observation, EnvState]:
   slots = num_slots(params)
   arrivals = sample_arrivals(key, params, jnp.float32(0.0), params.horizon, slots)
   zero = jnp.float32(0.0)
+  reveal_step = jnp.searchsorted(arrivals.time, arrivals.time + arrivals.delay,
+                                 side="left", method="scan_unrolled"
+                                 ).astype(jnp.int32)
   state = EnvState(jnp.int32(0), arrivals, jnp.sum(arrivals.valid, dtype=jnp.int32),
-                   identity_context(), jnp.zeros((slots,)),
-                   jnp.full((slots,), jnp.inf), zero, zero, zero)
+                   identity_context(), reveal_step, jnp.zeros((slots + 1,)),
+                   zero, zero, zero, zero)
   # Episode loops carry the state (see tree.on_context_mesh).
   state = tree_lib.on_context_mesh(state)
   return _observe(state, params), state
@@ -503,25 +514,95 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
     raise ValueError(f"state holds {state.arrivals.time.shape[0]} arrival"
                      f" slots but params make {num_slots(params)}: pass the"
                      " params the state was reset with.")
-  i = state.index
   a = state.arrivals
-  active = i < state.num_valid
+  slots = a.time.shape[0]
+  i = jnp.minimum(state.index, slots - 1)
+  active = state.index < state.num_valid
   out = resolve(state.context, a.time[i], a.value[i], a.competing_bid[i],
                 jnp.asarray(action, jnp.float32), a.valid[i] & active, params)
-  won_value = state.won_value.at[i].set(out.value)
-  revealed_at = a.time[i] + a.delay[i]
-  reveal_time = state.reveal_time.at[i].set(
-      jnp.where(out.won, revealed_at, jnp.full_like(revealed_at, jnp.inf)))
-  index = jnp.where(active, i + 1, i)
+  # The index advances on every step, past the valid arrivals too (those
+  # steps are no-ops): it does not depend on the episode, so under ``vmap``
+  # it stays one number and the reads of the arrivals are slices, not gathers.
+  index = jnp.minimum(state.index + 1, slots)
+  # A value is revealed no earlier than the step after its own (a zero
+  # delay reveals it at once); an inactive step adds 0 and reads nothing.
+  pending = state.pending.at[jnp.maximum(state.reveal_step[i], index)].add(
+      out.value)
+  won_value = state.won_value + out.value
   done = index >= state.num_valid
-  now = a.time[jnp.minimum(index, a.time.shape[0] - 1)]
-  revealed = jnp.sum(jnp.where(done | (reveal_time <= now), won_value,
-                               jnp.zeros_like(won_value)))
+  newly_revealed = jnp.where(active, pending[index], jnp.zeros_like(out.value))
+  revealed = jnp.where(done, won_value, state.revealed_value + newly_revealed)
   utility = out.value - out.payment
   reward = revealed - state.revealed_value - out.payment
   reward = jnp.where(active, reward, jnp.zeros_like(reward))
-  state = EnvState(index, a, state.num_valid, out.context, won_value,
-                   reveal_time, revealed, state.payments + out.payment,
+  state = EnvState(index, a, state.num_valid, out.context, state.reveal_step,
+                   pending, revealed, won_value, state.payments + out.payment,
                    state.utility + utility)
   return _observe(state, params), state, reward, done, {
       "won": out.won, "payment": out.payment, "utility": utility}
+
+
+# Steps per chunk of :func:`scan_episode`: at most this many steps past the
+# last valid arrival run, and the chunk loop's bookkeeping (under ``vmap``, a
+# selection over its carry) is paid once per chunk.
+EPISODE_CHUNK = 64
+
+
+def scan_episode(body: Callable[[tuple[Observation, EnvState], Any],
+                                tuple[tuple[Observation, EnvState], Any]],
+                 obs: Observation, state: EnvState, xs: Any = None, *,
+                 chunk: int = EPISODE_CHUNK
+                 ) -> tuple[tuple[Observation, EnvState], Any]:
+  """``lax.scan(body, (obs, state), xs)`` over the slots, stopping after the valid arrivals.
+
+  An episode has ``n = num_slots(params)`` slots, of which ``num_valid``
+  (about 1/1.3 of ``n`` by the thinning's headroom) are arrivals; a step
+  past them is a no-op. This runs the scan in chunks of ``chunk`` steps in
+  a ``lax.while_loop`` that ends after the chunk holding the last valid
+  arrival (under ``vmap``, the last of the batch), so the padding costs at
+  most ``chunk - 1`` steps instead of ``n - num_valid``. The episode's
+  arrivals stay out of the loop's carry: they are read-only.
+
+  Args:
+    body: ``((obs, state), x) -> ((obs, state), y)``, one step of the
+      episode (it calls :func:`step`).
+    obs, state: the episode before its first step (from :func:`reset`).
+    xs: per-slot inputs with leading axis ``n`` (e.g. step keys), or None.
+    chunk: steps per chunk (a static int >= 1).
+
+  Returns:
+    ``((obs, state), ys)`` as ``lax.scan`` returns them, except that the
+    entries of ``ys`` past the steps run are zeros.
+  """
+  chunk = _checks.check_int("chunk", chunk, 1)
+  slots = state.arrivals.time.shape[0]
+  num_chunks = -(-slots // chunk)
+  padded = num_chunks * chunk
+  # Padded steps take the first slot's inputs; they run past the arrivals.
+  xs = jax.tree.map(lambda x: jnp.concatenate(
+      [x, jnp.repeat(x[:1], padded - slots, axis=0)]), xs)
+  read_only = (state.arrivals, state.reveal_step)
+  strip = lambda s: s._replace(arrivals=None, reveal_step=None)
+  fill = lambda s: s._replace(arrivals=read_only[0], reveal_step=read_only[1])
+  x0 = None if xs is None else jax.tree.map(lambda x: x[0], xs)
+  y_shapes = jax.eval_shape(lambda c, x: body(c, x)[1], (obs, state), x0)
+  ys = jax.tree.map(lambda s: jnp.zeros((padded,) + s.shape, s.dtype), y_shapes)
+
+  def running(carry):
+    c, _, _, _ = carry
+    return (c < num_chunks) & (c * chunk < state.num_valid)
+
+  def one_chunk(carry):
+    c, obs, stripped, ys = carry
+    start = c * chunk
+    x = jax.tree.map(
+        lambda a: jax.lax.dynamic_slice_in_dim(a, start, chunk), xs)
+    (obs, full), y = jax.lax.scan(body, (obs, fill(stripped)), x, length=chunk)
+    ys = jax.tree.map(
+        lambda b, u: jax.lax.dynamic_update_slice_in_dim(b, u, start, 0), ys, y)
+    return c + 1, obs, strip(full), ys
+
+  # The chunk counter is a scalar constant (see tree.on_context_mesh).
+  init = tree_lib.on_context_mesh((jnp.int32(0), obs, strip(state), ys))
+  _, obs, stripped, ys = jax.lax.while_loop(running, one_chunk, init)
+  return (obs, fill(stripped)), jax.tree.map(lambda b: b[:slots], ys)

@@ -199,8 +199,13 @@ def run_from(state: env_lib.EnvState, obs: env_lib.Observation,
     return (new_obs, state), (reward, info["won"], obs.context, nan_bid)
 
   keys = jax.random.split(key, state.arrivals.time.shape[0])
-  (_, state), (rewards, won, contexts, nan_bids) = jax.lax.scan(
-      body, (obs, state), keys)
+  (_, state), (rewards, won, contexts, nan_bids) = env_lib.scan_episode(
+      body, obs, state, keys)
+  # Past the valid arrivals the context stays the final one (those steps are
+  # no-ops, and most of them are not run).
+  past_end = jnp.arange(won.shape[0]) >= state.num_valid
+  contexts = jax.tree.map(lambda c, final: jnp.where(past_end, final, c),
+                          contexts, state.context)
   episode_return = jnp.where(jnp.any(nan_bids),
                              jnp.full_like(state.utility, jnp.nan),
                              state.utility)

@@ -211,8 +211,10 @@ def collect(key: jax.Array, ppo_params: PPOParams, params: env_lib.EnvParams,
       return (new_obs, state), (x, u, _gaussian_log_prob(u, mean, ppo_params.log_std),
                                 reward, value, obs.valid)
 
-    (_, state), out = jax.lax.scan(body, (obs, state),
-                                   jax.random.split(action_key, slots))
+    # Steps past the valid arrivals are not run: their outputs are zeros,
+    # inactive, as GAE and the loss treat them.
+    (_, state), out = env_lib.scan_episode(body, obs, state,
+                                           jax.random.split(action_key, slots))
     return out, state.utility
 
   (x, u, log_prob, reward, value, active), returns = jax.vmap(episode)(

@@ -107,8 +107,10 @@ def test_step_rewards_sum_to_the_return_and_delay_hides_rewards():
                                float(episode.episode_return), rtol=1e-5)
     won = np.asarray(episode.won)
     state = episode.final_state
-    utility = np.asarray(state.won_value) - np.where(
-        won, np.asarray(state.arrivals.competing_bid), 0.0)
+    a = state.arrivals
+    realised = a.value * env_lib.kernel(episode.contexts, a.time, params)
+    utility = np.where(won, np.asarray(realised)
+                       - np.asarray(a.competing_bid), 0.0)
     last = int(state.num_valid) - 1
     seen = np.asarray(episode.revealed_rewards)
     if delay:
