@@ -231,7 +231,8 @@ CASES = {
         _myopic_bids, (_BIDS, _TIMES), (_GRID, _GRID)),
     "auctions.myopic.myopic_valuation+auctions.myopic.fixed_shading": (
         _policies, (_OBS, jnp.linspace(0.5, 1.2, B)), (_DATA, _DATA)),
-    "auctions.myopic.run_episode+auctions.myopic.run_from": (
+    "auctions.myopic.run_episode+auctions.myopic.run_from"
+    "+auctions.environment.scan_episode": (
         _myopic_episodes, (_KEYS,), (_DATA,)),
     "auctions.myopic.best_fixed_shading": (
         lambda key, thetas: myopic.best_fixed_shading(key, _PARAMS, thetas),
@@ -307,7 +308,8 @@ NUMERIC_CASES = {
         ("Explicit",),
     "auctions.myopic.run_episode+auctions.myopic.best_fixed_shading":
         ("Explicit",),
-    "auctions.myopic.run_episode+auctions.myopic.run_from": ("Explicit",),
+    "auctions.myopic.run_episode+auctions.myopic.run_from"
+    "+auctions.environment.scan_episode": ("Explicit",),
     "auctions.ppo.collect": ("Explicit",),
     "auctions.ppo.collect+auctions.ppo.features": ("Explicit",),
     "auctions.ppo.loss": ("Auto", "Explicit"),
@@ -319,7 +321,8 @@ NUMERIC_CASES = {
 SLOW_CASES = {
     "auctions.mpc.run_mpc_episode+auctions.mpc.run_mpc_from",
     "auctions.myopic.best_fixed_shading+auctions.myopic.run_episode",
-    "auctions.myopic.run_episode+auctions.myopic.run_from",
+    "auctions.myopic.run_episode+auctions.myopic.run_from"
+    "+auctions.environment.scan_episode",
     "auctions.ppo.collect",
     "auctions.ppo.collect+auctions.ppo.features",
     "auctions.ppo.train",
