@@ -470,15 +470,31 @@ def _observe(state: EnvState, params: EnvParams) -> Observation:
                      state.revealed_value - state.payments)
 
 
+def _count_below(sorted_values: jax.Array, queries: jax.Array) -> jax.Array:
+  """``searchsorted(sorted_values, queries, side="left")``: how many values are below each query.
+
+  A branch-free binary search unrolled at trace time. ``jnp.searchsorted``
+  loops with a ``lax.scan`` whose constant start, under ``vmap`` over an
+  Explicit mesh axis, jax 0.10 refuses ("not found in mesh").
+  """
+  n = sorted_values.shape[0]
+  count = jnp.zeros_like(queries, dtype=jnp.int32)
+  step = 1 << (n.bit_length() - 1)
+  while step:
+    candidate = count + step
+    below = sorted_values[jnp.minimum(candidate, n) - 1] < queries
+    count = jnp.where((candidate <= n) & below, candidate, count)
+    step //= 2
+  return count
+
+
 def reset(key: jax.Array, params: EnvParams) -> tuple[Observation, EnvState]:
   """Draws an episode; returns the first observation and the state."""
   check_params(params)
   slots = num_slots(params)
   arrivals = sample_arrivals(key, params, jnp.float32(0.0), params.horizon, slots)
   zero = jnp.float32(0.0)
-  reveal_step = jnp.searchsorted(arrivals.time, arrivals.time + arrivals.delay,
-                                 side="left", method="scan_unrolled"
-                                 ).astype(jnp.int32)
+  reveal_step = _count_below(arrivals.time, arrivals.time + arrivals.delay)
   state = EnvState(jnp.int32(0), arrivals, jnp.sum(arrivals.valid, dtype=jnp.int32),
                    identity_context(), reveal_step, jnp.zeros((slots + 1,)),
                    zero, zero, zero, zero)

@@ -174,3 +174,14 @@ def test_reset_and_step_vmap_over_episodes():
 def test_bad_input_raises_a_named_error(field, value, match):
   with pytest.raises(ValueError, match=match):
     env_lib.EnvParams(**{field: value})
+
+
+def test_reveal_steps_count_the_arrivals_before_each_reveal_time():
+  # The binary search behind EnvState.reveal_step, against numpy's, ties and
+  # out-of-range queries included, at sizes around powers of two.
+  rng = np.random.default_rng(0)
+  for n in (1, 2, 7, 8, 9, 64):
+    values = np.sort(rng.integers(0, 10, n)).astype(np.float32)
+    queries = rng.integers(-1, 12, 3 * n).astype(np.float32)
+    got = env_lib._count_below(jnp.asarray(values), jnp.asarray(queries))  # pylint: disable=protected-access
+    np.testing.assert_array_equal(got, np.searchsorted(values, queries, "left"))
