@@ -28,6 +28,7 @@ CLAIM = ("BitEdit (source-negative per-bit guidance projected into a Bernoulli-K
          " raises target alignment inside the edit region, bounded by the trust region; ResEdit"
          " (masked code residuals through the sum of scales) preserves the background exactly;"
          " the two are complementary.")
+NOT_AT_SMOKE_SCALE = ("saturates_eps0.1",)  # check ids (prefixes) a :smoke config is too small for
 ABLATION = ("bitedit_only", "resedit_only", "both", "plain_target_cfg", "no_trust_region")
 SATURATION_SHARE = 0.25  # |last lambda step| <= this share of the gain (a fall: over-steering)
 RADIUS_GAP = 0.05  # quadratic vs exact radius at epsilon = 1e-3, |l| <= 2

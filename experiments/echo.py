@@ -29,6 +29,8 @@ CLAIM = ("Adding lambda times the environment-token cross-entropy to GRPO (ECHO)
          " loss alone (no verifier) improves the policy (TerminalBench 2 pass@1: Qwen3-8B"
          " 2.70% -> 5.17%, Qwen3-14B 5.17% -> 10.79%; GRPO's peak reached up to about 2.3x"
          " faster).")
+NOT_AT_SMOKE_SCALE = ("echo_0.05_raises_pass_at_1", "world_model_only_raises_pass_at_1",
+    "echo_0.05_reaches_grpo_peak_sooner")
 # variant: (lambda, world_model_only)
 VARIANTS = {"grpo": (0.0, False), "echo_0.005": (0.005, False),
             "echo_0.05": (0.05, False), "world_model_only": (0.05, True)}

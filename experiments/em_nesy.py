@@ -25,6 +25,7 @@ CLAIM = ("Casting neurosymbolic learning as EM (an E-step by any exact or approx
          " M-step through the network only) recovers end-to-end NeSy learning under exact"
          " inference, extends to approximate inference without differentiating the symbolic part,"
          " and is computationally efficient (a secondary source: 2.6x faster, 60% less memory).")
+NOT_AT_SMOKE_SCALE = ("rejection_collapses_at_15", "rejection_works_at_1")
 LICENSE = "UCI optical recognition of handwritten digits (CC BY 4.0), as shipped with scikit-learn"
 CURVE_TOLERANCE = 0.01  # exact EM vs semantic loss at one seed: float32 rounding apart
 COLLAPSE_FRACTION = 0.5  # rejection keeps at most this share of exact's accuracy

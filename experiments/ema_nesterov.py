@@ -23,6 +23,7 @@ CLAIM = (
     "EMA-Nesterov on top of a base optimizer (AdamW, Muon) lowers language-model pre-training"
     " loss and reaches the base optimizer's final loss in fewer steps, and it beats"
     " short-horizon (gamma=0) and multi-step (lookahead) lookahead.")
+NOT_AT_SMOKE_SCALE = ("grid_long_horizon_beats_gamma0",)
 STEPS_RATIO = "steps to {0}'s final loss / {0}'s"  # of a method vs its reference's final loss
 # modded-nanogpt records: Muon's steps to 3.28 valid loss without / with EMA-Nesterov, recipe.
 NANOGPT_RECORDS = {"#39": (3325, 3125, "gamma 0.99, beta 0.6 lr/max_lr, n = 20"),

@@ -29,6 +29,7 @@ CLAIM = ("Under mini-batch SGD with step size eta, Batch Sharpness (the expected
          " mini-batch Hessians along their own gradients) stabilises at 2/eta while lambda_max"
          " of the full-batch Hessian stays below it and rises with the batch size; full-batch"
          " GD puts lambda_max at 2/eta.")
+NOT_AT_SMOKE_SCALE = ("bs_at_threshold", "lambda_max_below_bs")
 BS_BAND = (0.75, 1.15)  # median BS over the tail, in units of 2/eta
 # Full-batch GD: the curvature along the gradient (BS with one draw) is what
 # self-stabilises at 2/eta, and lambda_max >= it (a Rayleigh quotient bound);

@@ -26,6 +26,7 @@ CLAIM = (
     " its own fed-back residual) to teacher-forced training lowers"
     " long-horizon free-running error relative to teacher forcing, at similar"
     " one-step error and a fraction of k-step unrolled training's cost.")
+NOT_AT_SMOKE_SCALE = ("jvp_beats_tf_sunspots_dlinear", "one_step_error_similar")
 PAPER_RESULTS = [harness.paper_result(
     "abstract", "Experiments on time series forecasting tasks show that the"
     " regularization improves predictive accuracy. No numbers are given in"

@@ -20,6 +20,7 @@ CLAIM = ("On distributed saddle problems whose players own their variable blocks
          " Method's communication rounds are governed by the coupling L_xy alone (flat in L_xx /"
          " L_xy), and its oracle calls grow like L_xy + sqrt(L_xy L_xx), beating Extragradient"
          " (whose rounds and oracle calls grow like max L) once self-curvature dominates.")
+NOT_AT_SMOKE_SCALE = ("dm_sp_fewer_rounds_than_eg",)
 PAPER_RESULTS = [harness.paper_result(*row) for row in [
     ("communication", "The Decoupled Method matches the communication lower bound of gradient-span"
      " algorithms (abstract)."), ("oracle calls", "It yields the first strict improvement over"

@@ -32,6 +32,8 @@ CLAIM = ("On uniform-grid data, the quadtree ViT matches or beats a finest-patch
     " region of interest while using a fraction of the tokens; its uniform-storage variant pays"
     " an interpolation cost on the global metric; regridding keeps long rollouts on the moving"
     " features.")
+NOT_AT_SMOKE_SCALE = ("token_fraction", "regrid_beats_frozen_mesh",
+    "uniform_storage_interpolation_cost")
 PAPER_RESULTS = [harness.paper_result("uniform-grid data sets", statement) for statement in (
     "WAMRViT exceeds a finest-patch uniform backbone on the region of interest while using a"
     " fraction of the tokens (abstract; no numbers available to us).",

@@ -112,12 +112,23 @@ def read_report(workdir: Any) -> dict[str, Any]:
 def run_smoke(name: str, tmp_path: Any) -> dict[str, Any]:
   """Runs ``experiments.<name>`` with its ``:smoke`` config; returns its report.
 
-  Asserts a clean exit and that every figure the report lists is a PNG file.
+  Asserts a clean exit, that every figure the report lists is a PNG file,
+  and that every check the run fails is one its binary declares too small
+  for the smoke config (``NOT_AT_SMOKE_SCALE``; timing checks aside, since
+  they depend on the machine), as the run's final line says.
   """
   workdir = tmp_path / "smoke"
   out = run(name, ["--config", f"experiments/configs/{name}.py:smoke"], workdir)
   assert out.returncode == 0, out.stderr[-3000:]
   report = read_report(workdir)
+  run_data = report["run_data"]
+  assert run_data["scale"] == "smoke"
+  undeclared = [c["id"] for c in run_data["checks"]
+                if c["passed"] is False and not c.get("machine_dependent")
+                and c["id"] not in run_data["not_at_smoke_scale"]]
+  assert not undeclared, (
+      f"the smoke run fails {undeclared}, which experiments/{name}.py does"
+      f" not declare in NOT_AT_SMOKE_SCALE: {out.stdout[-1500:]}")
   for figure in report["run_data"]["figures"]:
     with open(os.path.join(workdir, figure), "rb") as f:
       assert f.read(8) == b"\x89PNG\r\n\x1a\n", figure

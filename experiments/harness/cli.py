@@ -33,7 +33,7 @@ import logging as pylogging
 import os
 import sys
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from absl import app
 from absl import flags
@@ -246,7 +246,7 @@ def _run_main(main: MainFn, name: str,
           + f"; wall time {time.time() - start:.0f} s; "
           + ", ".join(workdir.report_paths), flush=True)
     if workdir.scale == "smoke":
-      print(scale_note(name, checks), flush=True)
+      print(scale_note(name, checks, workdir.not_at_smoke_scale), flush=True)
 
 
 def report_metadata(main: MainFn, name: str | None = None) -> dict[str, Any]:
@@ -263,7 +263,13 @@ def report_metadata(main: MainFn, name: str | None = None) -> dict[str, Any]:
   if missing:
     raise TypeError(f"binary {module.__name__} must define {' and '.join(missing)}"
                     " at module level: the report's paper and claim.")
+  not_at_smoke = getattr(module, "NOT_AT_SMOKE_SCALE", ())
+  if not (isinstance(not_at_smoke, tuple)
+          and all(isinstance(p, str) and p for p in not_at_smoke)):
+    raise TypeError(f"NOT_AT_SMOKE_SCALE of {module.__name__} must be a tuple"
+                    f" of check id prefixes; got {not_at_smoke!r}.")
   return {"units": dict(getattr(module, "UNITS", {})),
+          "not_at_smoke_scale": not_at_smoke,
           **{field: getattr(module, constant)
              for constant, field in workdir_lib.REPORT_CONSTANTS.items()
              if hasattr(module, constant)},
@@ -334,12 +340,15 @@ def default_workdir(name: str) -> str:
   return os.path.join("runs", f"{name}_{arg}" if arg else name)
 
 
-def scale_note(name: str, checks: list[dict[str, Any]]) -> str:
-  """What a smoke run's verdicts mean, from the committed default report.
+def scale_note(name: str, checks: list[dict[str, Any]],
+               declared: Sequence[str] = ()) -> str:
+  """What a smoke run's verdicts mean: the final line of a smoke run.
 
-  A smoke config checks that the code runs end to end; a check it does not
-  pass either passes at the default scale (the committed report of
-  ``experiments/results/<name>`` says so) or does not pass there either.
+  A smoke config checks that the code runs end to end. ``declared`` are the
+  ids of the checks its binary declares too small for it
+  (``NOT_AT_SMOKE_SCALE``); any other check it does not pass is named as
+  well, with its verdict in the committed default report of
+  ``experiments/results/<name>``.
   """
   path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))), "results", name, "report.json")
@@ -348,17 +357,24 @@ def scale_note(name: str, checks: list[dict[str, Any]]) -> str:
       default = {c["id"]: c["passed"] for c in json.load(f)["run_data"]["checks"]}
   except (OSError, ValueError, KeyError, TypeError):
     default = {}
-  failing = [c["id"] for c in checks if c["passed"] is not True]
-  groups = {
-      "passing at the default scale": [
-          i for i in failing if default.get(i) is True],
-      "not passing there either": [
-          i for i in failing if i in default and default[i] is not True],
-      "not in the default report": [i for i in failing if i not in default]}
-  shown = [f"{what}: {', '.join(ids)}" for what, ids in groups.items() if ids]
-  return ("smoke scale: this run checks the code end to end, not the claim"
-          + (f"; of the checks not passed here, {'; '.join(shown)}"
-             if shown else "") + ".")
+  passed = {c["id"] for c in checks if c["passed"] is True}
+  parts = []
+  if declared:
+    passed_anyway = [i for i in declared if i in passed]
+    parts.append("the binary declares these checks too small for it (they"
+                 f" need the default scale): {', '.join(declared)}"
+                 + (f" (passed here anyway: {', '.join(passed_anyway)})"
+                    if passed_anyway else ""))
+  surprising = [c["id"] for c in checks
+                if c["passed"] is not True and c["id"] not in declared]
+  if surprising:
+    in_default = lambda i: ("passes at the default scale" if default.get(i) is True
+                            else "not in the default report" if i not in default
+                            else "does not pass at the default scale either")
+    parts.append("not passed here though not declared: " + ", ".join(
+        f"{i} ({in_default(i)})" for i in surprising))
+  return ("smoke scale: this run checks that the code runs end to end, not the"
+          " claim" + "".join(f"; {p}" for p in parts) + ".")
 
 
 def _maybe_initialize_distributed() -> None:

@@ -414,9 +414,13 @@ def render_markdown(report: Mapping[str, Any]) -> str:
       "",
   ]
   if run_data.get("scale") == "smoke":
+    declared = run_data.get("not_at_smoke_scale", [])
     lines += ["**Scale: `smoke`.** A reduced config: its checks test that the"
               " code runs end to end, not the claim; the default config's"
-              " report is the one that tests the claim.", ""]
+              " report is the one that tests the claim."
+              + (" The binary declares these checks too small for it: "
+                 + ", ".join(f"`{i}`" for i in declared) + "." if declared else ""),
+              ""]
   lines += [f"- **{b['label']}**: {b['text']}" for b in evalcards.badges(
       report["evaluation_card"]["summary"], "research")]
   lines += [

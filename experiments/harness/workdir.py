@@ -200,6 +200,7 @@ class Workdir:
     self.figures: list[str] = []  # saved so far; the report's by default
     self.scale = "default"  # the config's arg (smoke, ...); harness.run sets it
     self.checks: list[dict[str, Any]] = []
+    self.not_at_smoke_scale: list[str] = []  # smoke runs: ids the binary declares
     self._lock_file = None
     self._job = _JobProgress()
     self.invocations: list[dict[str, Any]] = []
@@ -527,6 +528,15 @@ class Workdir:
                 "seeds": list(self.config.get("seeds", ()))}
     report_fields["extra_run_data"] = {
         "scale": self.scale, **report_fields.get("extra_run_data", {})}
+    if self.scale == "smoke":
+      # The binary's NOT_AT_SMOKE_SCALE: prefixes of the ids of the checks
+      # that a smoke config is too small for.
+      prefixes = tuple(self.metadata.get("not_at_smoke_scale", ()))
+      self.not_at_smoke_scale = [
+          c["id"] for c in report_fields.get("checks", ())
+          if prefixes and c["id"].startswith(prefixes)]
+      report_fields["extra_run_data"]["not_at_smoke_scale"] = (
+          self.not_at_smoke_scale)
     report_fields = {**defaults, **{k: v for k, v in self.metadata.items()
                                     if k in REPORT_CONSTANTS.values()},
                      **report_fields}

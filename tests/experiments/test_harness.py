@@ -2,6 +2,8 @@
 
 import json
 import os
+import sys
+import types
 from unittest import mock
 
 import jax
@@ -741,23 +743,58 @@ def test_a_markdown_table_formats_numbers_and_keeps_text():
       "| a | b |", "|---|---|", "| x | 1.235 |", "| y |  |"]
 
 
-def test_a_smoke_run_says_which_of_its_failures_the_default_scale_passes():
+def test_a_smoke_run_names_its_declared_checks_and_any_other_failure():
   from experiments.harness import cli  # pylint: disable=g-import-not-at-top
   checks = [harness.check("bs_at_threshold_eta0.25_b32", "x", False, ""),
             harness.check("new_check", "y", None, ""),
-            harness.check("lambda_max_below_bs_eta0.25_b32", "z", True, "")]
-  assert cli.scale_note("eoss", checks) == (
-      "smoke scale: this run checks the code end to end, not the claim; of"
-      " the checks not passed here, passing at the default scale:"
-      " bs_at_threshold_eta0.25_b32; not in the default report: new_check.")
+            harness.check("lambda_max_below_bs_eta0.25_b32", "z", True, ""),
+            harness.check("lambda_max_grows_with_batch_eta0.25", "w", True, "")]
+  assert cli.scale_note("eoss", checks, ["lambda_max_grows_with_batch_eta0.25"]) == (
+      "smoke scale: this run checks that the code runs end to end, not the"
+      " claim; the binary declares these checks too small for it (they need"
+      " the default scale): lambda_max_grows_with_batch_eta0.25 (passed here"
+      " anyway: lambda_max_grows_with_batch_eta0.25); not passed here though"
+      " not declared: bs_at_threshold_eta0.25_b32 (passes at the default"
+      " scale), new_check (not in the default report).")
   daf = [harness.check("single_beta_beats_uniform_merge", "x", False, "")]
   assert cli.scale_note("daf", daf).endswith(
-      "not passing there either: single_beta_beats_uniform_merge.")
+      "single_beta_beats_uniform_merge (does not pass at the default scale"
+      " either).")
+  assert cli.scale_note("daf", daf, ["single_beta_beats_uniform_merge"]) == (
+      "smoke scale: this run checks that the code runs end to end, not the"
+      " claim; the binary declares these checks too small for it (they need"
+      " the default scale): single_beta_beats_uniform_merge.")
 
 
-def test_a_smoke_report_is_marked_as_smoke(workdir):
+def test_a_binary_declares_its_smoke_scale_checks_as_a_tuple_of_prefixes():
+  from experiments.harness import cli  # pylint: disable=g-import-not-at-top
+  module = types.ModuleType("fake_binary")
+  module.PAPER, module.CLAIM = {"title": "t"}, "c"
+  module.main = lambda config, workdir: None
+  module.main.__module__ = "fake_binary"
+  sys.modules["fake_binary"] = module
+  try:
+    assert cli.report_metadata(module.main)["not_at_smoke_scale"] == ()
+    module.NOT_AT_SMOKE_SCALE = ("lambda_max_grows",)
+    assert cli.report_metadata(module.main)["not_at_smoke_scale"] == (
+        "lambda_max_grows",)
+    module.NOT_AT_SMOKE_SCALE = "lambda_max_grows"
+    with pytest.raises(TypeError, match="NOT_AT_SMOKE_SCALE of fake_binary"
+                       " must be a tuple of check id prefixes"):
+      cli.report_metadata(module.main)
+  finally:
+    del sys.modules["fake_binary"]
+
+
+def test_a_smoke_report_is_marked_as_smoke_with_its_declared_checks(workdir):
   workdir.scale = "smoke"
+  workdir.metadata["not_at_smoke_scale"] = ("x_", "absent")
   report = _minimal_report(workdir)
   assert report["run_data"]["scale"] == "smoke"
+  assert report["run_data"]["not_at_smoke_scale"] == ["x_ok"]
+  assert workdir.not_at_smoke_scale == ["x_ok"]
   with open(os.path.join(workdir.path, "report.md")) as f:
-    assert "**Scale: `smoke`.** A reduced config" in f.read()
+    assert ("**Scale: `smoke`.** A reduced config: its checks test that the"
+            " code runs end to end, not the claim; the default config's report"
+            " is the one that tests the claim. The binary declares these checks"
+            " too small for it: `x_ok`.") in f.read()

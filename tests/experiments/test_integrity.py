@@ -247,7 +247,12 @@ def test_final_lines_count_checks_name_the_report_and_the_scale(straight, tmp_pa
   *_, last, scale = out.stdout.strip().splitlines()
   assert last.startswith(f"{report['checks_passed']}/{len(report['checks'])}"
                          " checks passed; wall time ")
-  assert scale.startswith("smoke scale: this run checks the code end to end")
+  assert scale.startswith("smoke scale: this run checks that the code runs end"
+                          " to end, not the claim; the binary declares these"
+                          " checks too small for it (they need the default"
+                          " scale): bs_at_threshold_eta0.25_b16,")
   assert report["scale"] == "smoke"
+  assert report["not_at_smoke_scale"] == [
+      "bs_at_threshold_eta0.25_b16", "lambda_max_below_bs_eta0.25_b16"]
   assert str(workdir / "report.md") in last
   assert str(workdir / "sharpness_vs_step.png") in last
