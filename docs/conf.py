@@ -20,6 +20,9 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    # MathJax served from the site itself (_static/mathjax), not from a CDN:
+    # the site renders its formulas offline.
+    "sphinx-mathjax-offline",
     "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}

@@ -84,6 +84,11 @@ def test_the_site_in_a_real_browser(site, tmp_path):
               f"{page} links to #{fragment}, which {path.name} lacks")
       driver.save_screenshot(str(tmp_path / page.replace("/", "_").replace(
           ".html", ".png")))
+    # The formulas render from the site's own MathJax (no network).
+    driver.get(f"file://{site / 'api/optim.html'}")
+    WebDriverWait(driver, 30).until(expected_conditions.presence_of_element_located(
+        (By.CSS_SELECTOR, "mjx-container")))
+    assert "_static/mathjax/tex-chtml.js" in driver.page_source
     driver.get(f"file://{site / 'search.html'}?q=ema_nesterov")
     WebDriverWait(driver, 30).until(expected_conditions.presence_of_element_located(
         (By.CSS_SELECTOR, "#search-results ul.search li")))
