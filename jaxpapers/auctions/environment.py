@@ -537,8 +537,10 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
   out = resolve(state.context, a.time[i], a.value[i], a.competing_bid[i],
                 jnp.asarray(action, jnp.float32), a.valid[i] & active, params)
   # The index advances on every step, past the valid arrivals too (those
-  # steps are no-ops): it does not depend on the episode, so under ``vmap``
-  # it stays one number and the reads of the arrivals are slices, not gathers.
+  # steps are no-ops), so it does not depend on the episode: under ``vmap``
+  # of a plain ``lax.scan`` it stays one number and the reads of the
+  # arrivals are slices. (Under ``scan_episode``'s while loop, whose end
+  # depends on the episode, vmap batches it again and the reads are gathers.)
   index = jnp.minimum(state.index + 1, slots)
   # A value is revealed no earlier than the step after its own (a zero
   # delay reveals it at once); an inactive step adds 0 and reads nothing.
@@ -589,6 +591,11 @@ def scan_episode(body: Callable[[tuple[Observation, EnvState], Any],
   Returns:
     ``((obs, state), ys)`` as ``lax.scan`` returns them, except that the
     entries of ``ys`` past the steps run are zeros.
+
+  Reference: the thinning that pads the slots is Lewis & Shedler (1979),
+  "Simulation of nonhomogeneous Poisson processes by thinning", Naval
+  Research Logistics Quarterly 26(3); the environment is our reconstruction
+  of DynamAuction (see this module's docstring).
   """
   chunk = _checks.check_int("chunk", chunk, 1)
   slots = state.arrivals.time.shape[0]
