@@ -61,9 +61,9 @@ DIAGNOSES = {
         " a step's fixed cost: enumeration's paired time ratio (one run, 7 rounds, loaded CPU) is"
         " 6.3x at batch 8, 15.5x at 32, 47x at 128 and 265x at 512 (+58 per e-fold of batch,"
         " s.e. 25), past 10x from batch 32 on in that loaded study. At the default batch 32 the"
-        " committed report (cost stage at load ~4) has 7.9x (10-90% 7.0-9.2), the ddfbaee run"
-        " 9.7x on idle cores, a rerun at load 23 13.2x: a larger batch (>= 64 on quiet cores)"
-        " shows the explosion. The 10x bound is ours (a tenth of the 100x worlds)."),
+        " committed report (b5136d3) has 11.2x with a 10-90% spread of 8.5-16.5x that holds the"
+        " bound; earlier runs had 7.9x (a87bf01, load ~4), 9.7x (ddfbaee, idle cores) and 13.2x"
+        " (load 23): a larger batch (>= 64 on quiet cores) shows the explosion clearly. The 10x bound is ours (a tenth of the 100x worlds)."),
         artefacts=["scaling_batch_size/scaling_batch_size.png", "scaling_batch_size/report.md"]),
     "em_faster_than_semantic_at_15": dict(kind="method", evidence=(
         "EM's exact E-step is a forward-backward over the carry chain, the same work as"
