@@ -20,12 +20,13 @@ DIAGNOSES = {
     "update_speedup_vs_hungarian": dict(
         kind="scale",
         evidence=(
-            "At n = 512 the median speedup, 1273x (idle 2-core CPU), lies just"
-            " above the 1000x bound, but its 10-90% spread (979-2448x) contains"
-            " it: INCONCLUSIVE, not FAIL. The speedup grows with n: 166, 291,"
-            " 550, 1124x at n = 64-512 in the same run (x1.75-2.0 per doubling;"
-            " Hungarian 1.1 to 22.5 ms, update 6.8 to 20 us), so the check"
-            " should pass at n = 1024 (about 2200x, spread from about 1700x)."
+            "At n = 512 the median speedup, 1292x (b5136d3, 2-core CPU), lies"
+            " above the 1000x bound, but its 10-90% spread (947-1528x) contains"
+            " it: INCONCLUSIVE, not FAIL (the ddfbaee run: 1273x, 979-2448x)."
+            " The speedup grows with n: 147, 301, 564, 1292x at n = 64-512 in"
+            " the same run (x1.9-2.3 per doubling; Hungarian 1.2 to 18.3 ms,"
+            " update 6-8 to 14 us), so the check should pass at n = 1024"
+            " (about 2500x)."
             " Study n (one n per run): 379 +- 33, 720 +- 65, 3335 +- 381 and"
             " 12645 +- 1995x (median, bootstrap s.e.) at n = 128, 256, 512,"
             " 1024, +736x per e-fold of n (s.e. 99), PASS from n = 512; it ran"
