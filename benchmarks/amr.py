@@ -6,7 +6,7 @@ leaf tokens, for a batch of advection frames:
 1. jit-compiled and vmapped over the batch (``amr.build_quadtree`` +
    ``amr.tokenize``), vs
 2. the Python reference that the tests compare against
-   (``jaxpapers.amr.reference``: leaf objects, split-until-balanced, Morton
+   (``jaxpapers.amr._reference``: leaf objects, split-until-balanced, Morton
    keys bit by bit), one field at a time.
 
 Goal: >= 50x fields per second. Also printed: the jitted call without
@@ -27,8 +27,8 @@ import numpy as np
 import benchmarks
 from jaxpapers import profiling
 from jaxpapers import amr
+from jaxpapers.amr import _reference as reference  # the slow Python reference
 from jaxpapers import data as data_lib
-from jaxpapers.amr import reference
 
 TOL_FRAC = 0.02
 

@@ -27,8 +27,7 @@ from scipy import special
 
 import benchmarks
 from jaxpapers import profiling
-from jaxpapers.auctions import environment as env_lib
-from jaxpapers.auctions import myopic
+from jaxpapers import auctions
 
 
 class Sizes(NamedTuple):
@@ -43,12 +42,12 @@ FULL = Sizes(formats=("second", "first"), horizon=24.0, episodes=(256, 1024),
 TINY = Sizes(formats=("second", "first"), horizon=2.0, episodes=(8,), rounds=1)
 
 
-def numpy_episodes(state: env_lib.EnvState, params: env_lib.EnvParams,
+def numpy_episodes(state: auctions.EnvState, params: auctions.EnvParams,
                    theta: float = 1.0) -> dict[str, np.ndarray]:
   """The myopic bidder's episodes in numpy, batched over the leading axis of ``state``.
 
   ``state`` is a batch of reset states (``vmap(reset)``, fetched to numpy).
-  The same dynamics as ``environment.step`` and ``myopic.fixed_shading``:
+  The same dynamics as ``environment.step`` and ``auctions.fixed_shading``:
   kernel, bid, win, payment, context, delayed reveals (the default effects:
   exposure saturation, recency and delay on).
   """
@@ -71,7 +70,7 @@ def numpy_episodes(state: env_lib.EnvState, params: env_lib.EnvParams,
   rewards = np.zeros((slots, batch), f32)
   wins = np.zeros((slots, batch), bool)
   contexts = np.zeros((3, slots, batch), f32)
-  fractions = np.linspace(0.0, 1.0, myopic.FIRST_PRICE_GRID, dtype=f32)
+  fractions = np.linspace(0.0, 1.0, auctions.FIRST_PRICE_GRID, dtype=f32)
   decay, alpha = f32(params.exposure_decay), f32(params.saturation_strength)
   for i in range(int(num_valid.max())):
     contexts[:, i] = count, log_exposure, last_win
@@ -114,12 +113,12 @@ def numpy_episodes(state: env_lib.EnvState, params: env_lib.EnvParams,
 
 
 def compare(fmt: str, num_episodes: int, sizes: Sizes) -> str:
-  params = env_lib.EnvParams(format=fmt, horizon=sizes.horizon)
+  params = auctions.EnvParams(format=fmt, horizon=sizes.horizon)
   keys = jax.random.split(jax.random.key(0), num_episodes)
   reset_keys, step_keys = jax.vmap(jax.random.split, out_axes=1)(keys)
-  policy = myopic.fixed_shading(1.0, params)
-  obs, states = jax.jit(jax.vmap(lambda k: env_lib.reset(k, params)))(reset_keys)
-  ours = jax.jit(jax.vmap(lambda s, o, k: myopic.run_from(s, o, k, params, policy)))
+  policy = auctions.fixed_shading(1.0, params)
+  obs, states = jax.jit(jax.vmap(lambda k: auctions.reset(k, params)))(reset_keys)
+  ours = jax.jit(jax.vmap(lambda s, o, k: auctions.run_myopic_from(s, o, k, params, policy)))
   numpy_states = jax.device_get(states)
   episode = jax.block_until_ready(ours(states, obs, step_keys))  # compiled
   arrivals = int(numpy_states.num_valid.sum())

@@ -4,8 +4,8 @@ The update of the experiment's default (a byte GPT of d = 64, 2 layers; 4
 tasks x 8 rollouts of the 4-turn shell, 169 tokens each), on transcripts
 sampled once: one forward pass, token log-probs, the loss, its gradient and
 the optimizer step. ECHO adds ``lambda`` times the environment cross-entropy
-of the same log-probs (:func:`jaxpapers.rl.echo.echo_loss`); GRPO alone is
-the PPO-clip term (:func:`jaxpapers.rl.grpo.ppo_clip_loss`). Goal: ECHO <=
+of the same log-probs (:func:`jaxpapers.rl.echo_loss`); GRPO alone is
+the PPO-clip term (:func:`jaxpapers.rl.ppo_clip_loss`). Goal: ECHO <=
 1.05x GRPO in time and in compiled peak memory (the same forward pass).
 Also printed: the whole step with the rollout (sampling dominates it).
 
@@ -28,11 +28,7 @@ import benchmarks
 from jaxpapers import data as data_lib
 from jaxpapers import models
 from jaxpapers import profiling
-from jaxpapers.rl import echo
-from jaxpapers.rl import grpo
-from jaxpapers.rl import rollout
-from jaxpapers.rl import shell
-from jaxpapers.rl import training
+from jaxpapers import rl
 
 
 class Sizes(NamedTuple):
@@ -55,25 +51,25 @@ TINY = Sizes(num_turns=1, tasks_per_step=2, group_size=2, pool=8, d_model=16,
 
 def main(tiny: bool = False):
   sizes = TINY if tiny else FULL
-  layout = shell.Layout(num_turns=sizes.num_turns, format_warnings=False)
-  config = training.RLConfig(tasks_per_step=sizes.tasks_per_step,
+  layout = rl.ShellLayout(num_turns=sizes.num_turns, format_warnings=False)
+  config = rl.RLConfig(tasks_per_step=sizes.tasks_per_step,
                              group_size=sizes.group_size)
   model = models.Transformer(models.TransformerConfig(
-      vocab_size=shell.VOCAB_SIZE, max_len=layout.length,
+      vocab_size=rl.SHELL_VOCAB_SIZE, max_len=layout.length,
       d_model=sizes.d_model, num_heads=sizes.num_heads,
       num_layers=sizes.num_layers, d_ff=4 * sizes.d_model), rngs=nnx.Rngs(0))
   graphdef, params = nnx.split(model)
   # The experiment's tasks (2-4 commands) at FULL; at most one per turn.
-  pool, _ = shell.make_tasks(0, sizes.pool, layout,
+  pool, _ = rl.make_tasks(0, sizes.pool, layout,
                              min_commands=min(2, sizes.num_turns),
                              max_commands=sizes.num_turns)
   batch = config.tasks_per_step * config.group_size
-  transcripts = jax.jit(lambda p, k: rollout.sample_split(
+  transcripts = jax.jit(lambda p, k: rl.rollout_sample_split(
       graphdef, p, data_lib.take(pool, jnp.arange(batch)), k, layout,
       temperature=config.temperature))(params, jax.random.key(1))
   group_ids = jnp.repeat(jnp.arange(config.tasks_per_step), config.group_size)
-  advantages = grpo.grpo_advantages(transcripts.reward, group_ids)
-  tx = training.optimizer()
+  advantages = rl.grpo_advantages(transcripts.reward, group_ids)
+  tx = rl.rl_optimizer()
   opt_state = tx.init(params)
 
   def update(loss_fn):
@@ -84,17 +80,17 @@ def main(tiny: bool = False):
     return jax.jit(step)
 
   def echo_objective(params):
-    return training.rl_loss(params, graphdef, transcripts, advantages,
+    return rl.rl_loss(params, graphdef, transcripts, advantages,
                             jnp.float32(0.05), jnp.bool_(False), layout,
                             config)[0]
 
   def grpo_objective(params):
-    log_probs = training.transcript_log_probs(graphdef, params,
+    log_probs = rl.transcript_log_probs(graphdef, params,
                                               transcripts.tokens,
                                               config.temperature)
-    masks = echo.shift_for_next_token(echo.echo_masks(
+    masks = rl.shift_for_next_token(rl.echo_masks(
         transcripts.spans, length=layout.length))
-    return grpo.ppo_clip_loss(log_probs, jax.lax.stop_gradient(log_probs),
+    return rl.ppo_clip_loss(log_probs, jax.lax.stop_gradient(log_probs),
                               advantages, masks.action)[0]
 
   steps = {"echo": update(echo_objective), "grpo": update(grpo_objective)}
@@ -117,7 +113,7 @@ def main(tiny: bool = False):
         " (goal <= 1.05)")
 
   def full_step(lam):
-    return jax.jit(lambda p, o: training.rl_step(
+    return jax.jit(lambda p, o: rl.rl_step(
         graphdef, p, o, jax.random.key(2), pool, lam, jnp.bool_(False), tx,
         layout, config)[:2])
   full = profiling.time_jitted(full_step(jnp.float32(0.05)), *args,

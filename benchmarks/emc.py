@@ -20,11 +20,7 @@ import jax
 
 import benchmarks
 from jaxpapers import profiling
-from jaxpapers.graph import baselines
-from jaxpapers.graph import domains
-from jaxpapers.graph import emc
-from jaxpapers.graph import gcn
-from jaxpapers.graph import generative_memory
+from jaxpapers import graph
 
 
 class Sizes(NamedTuple):
@@ -44,21 +40,21 @@ TINY = Sizes(num_nodes=128, pad_multiple=64, hidden=16, source_epochs=2,
 
 def main(tiny: bool = False):
   sizes = TINY if tiny else FULL
-  seq = domains.csbm_sequence(num_domains=sizes.warm_domains + 2,
+  seq = graph.csbm_sequence(num_domains=sizes.warm_domains + 2,
                               num_nodes=sizes.num_nodes, seed=0)
-  padded = domains.PaddedDomains({0: seq}, sizes.pad_multiple)
+  padded = graph.PaddedDomains({0: seq}, sizes.pad_multiple)
   graphs_, source = padded.graphs[0], seq.domains[0]
   labels = padded.node_array(source.labels)
   labelled = padded.node_array(source.train_mask)
-  model = gcn.fit_source(jax.random.key(0), graphs_[0], labels, labelled,
+  model = graph.fit_source(jax.random.key(0), graphs_[0], labels, labelled,
                          padded.node_array(source.val_mask),
                          num_classes=seq.num_classes, hidden=sizes.hidden,
                          epochs=sizes.source_epochs).model
   methods = {
-      "emc": emc.adapter(),
-      "tent": baselines.tent(),
-      "direct": baselines.im_adaptation(),
-      "gcal": generative_memory.generative_memory(capacity=8),
+      "emc": graph.emc_adapter(),
+      "tent": graph.tent(),
+      "direct": graph.im_adaptation(),
+      "gcal": graph.generative_memory(capacity=8),
   }
   target = graphs_[-1]
   cost = {}
@@ -67,8 +63,8 @@ def main(tiny: bool = False):
     # footprint (the padded domains share one shape).
     compile_update = profiling.CompiledCache()
     state = method.init(model, graphs_[0], labels, labelled, jax.random.key(1))
-    for graph in graphs_[1:-1]:  # reach the middle of the sequence
-      state = compile_update(method.update, state, graph)[0](state, graph)
+    for domain_graph in graphs_[1:-1]:  # reach the middle of the sequence
+      state = compile_update(method.update, state, domain_graph)[0](state, domain_graph)
     update, footprint = compile_update(method.update, state, target)
     seconds = profiling.time_jitted(update, state, target,
                                     repeats=sizes.repeats)

@@ -29,9 +29,6 @@ import numpy as np
 import benchmarks
 from jaxpapers import profiling
 from jaxpapers import routing
-from jaxpapers.routing import imitation
-from jaxpapers.routing import lehd
-from jaxpapers.routing import tsp
 
 
 class Sizes(NamedTuple):
@@ -57,8 +54,8 @@ TINY = Sizes(num_cities=6, num_instances=8, batch=4, steps_per_call=2,
 
 
 def _split(width, layers):
-  config = lehd.HeavyDecoderConfig(width=width, decoder_layers=layers)
-  return nnx.split(lehd.HeavyDecoder(config, rngs=nnx.Rngs(0)), nnx.Param)
+  config = routing.HeavyDecoderConfig(width=width, decoder_layers=layers)
+  return nnx.split(routing.HeavyDecoder(config, rngs=nnx.Rngs(0)), nnx.Param)
 
 
 def decoding(coords, sizes):
@@ -85,17 +82,17 @@ def training(coords, tours, sizes):
   steps = sizes.steps_per_call
   print(f"2. one training step (batch {sizes.batch}, Adam), {steps} steps"
         " per compiled call:")
-  tx = imitation.optimizer(1e-3, steps_per_epoch=100)
+  tx = routing.optimizer(1e-3, steps_per_epoch=100)
   costs = {}
   for name, shape in sizes.grid.items():
     graphdef, params = _split(*shape)
-    state = imitation.TrainState(params, tx.init(params))
+    state = routing.TrainState(params, tx.init(params))
     args = (state, coords, tours, jax.random.key(0), jnp.asarray(0))
     kwargs = dict(graphdef=graphdef, tx=tx, batch_size=sizes.batch)
-    flops = imitation.train_steps.lower(*args, num_steps=1,
+    flops = routing.train_steps.lower(*args, num_steps=1,
                                         **kwargs).cost_analysis()["flops"]
     seconds = profiling.time_jitted(
-        lambda *a, k=kwargs: imitation.train_steps(
+        lambda *a, k=kwargs: routing.train_steps(
             *a, num_steps=steps, **k), *args, repeats=sizes.repeats)
     costs[name] = (seconds / steps, flops)
   base = costs[sizes.base][0]
@@ -131,7 +128,7 @@ def exact(sizes):
         " ratio = their time / ours on a batch):")
   for num_cities, (batch, singles) in sizes.exact.items():
     coords = routing.random_instances(1, batch, num_cities)
-    distances = tsp.distance_matrices(coords[:singles])
+    distances = routing.distance_matrices(coords[:singles])
     lengths = routing.held_karp(coords[:singles])[1]
     python = [held_karp_python(d) for d in distances]
     assert np.allclose(python, lengths), (python, lengths)  # the same optimum

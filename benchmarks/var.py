@@ -26,9 +26,7 @@ import numpy as np
 
 import benchmarks
 from jaxpapers import profiling
-from jaxpapers.var import bitedit
-from jaxpapers.var import editing
-from jaxpapers.var import toy
+from jaxpapers import var
 
 CFG_SCALE = 3.0
 PROMPT_DIM = 16
@@ -50,7 +48,7 @@ TINY = Sizes(scales=(1, 2), num_bits=4, num_images=2, rounds=1, repeats=1)
 def main(tiny: bool = False):
   sizes = TINY if tiny else FULL
   num_images = sizes.num_images
-  generator = toy.toy_generator(jax.random.key(0), scales=sizes.scales,
+  generator = var.toy_generator(jax.random.key(0), scales=sizes.scales,
                                 num_bits=sizes.num_bits,
                                 prompt_dim=PROMPT_DIM, prompt_gain=0.5)
   keys = jax.random.split(jax.random.key(1), 4)
@@ -63,17 +61,17 @@ def main(tiny: bool = False):
   mask = jnp.zeros((side, side)).at[side // 4:3 * side // 4,
                                     side // 4:3 * side // 4].set(1.0)
 
-  sample = jax.jit(jax.vmap(lambda k, p: editing.sample(
+  sample = jax.jit(jax.vmap(lambda k, p: var.sample(
       generator, k, p, cfg_scale=CFG_SCALE)))
   sources = sample(jax.random.split(keys[3], num_images), source_prompts)
 
   def editor(trust):
-    config = bitedit.bit_edit(1.0, 0.1, trust=trust)
-    return jax.jit(jax.vmap(lambda k, s, sp, tp: editing.edit(
+    config = var.bit_edit(1.0, 0.1, trust=trust)
+    return jax.jit(jax.vmap(lambda k, s, sp, tp: var.edit(
         generator, k, s, sp, tp, config, cfg_scale=CFG_SCALE, mask=mask)))
 
   calls = {"sample": (sample, (noise, target_prompts))}
-  for trust in bitedit.TRUST_MODES:
+  for trust in var.TRUST_MODES:
     calls[f"edit_{trust}"] = (editor(trust), (noise, sources, source_prompts,
                                               target_prompts))
   seconds = profiling.alternating_seconds(calls, rounds=sizes.rounds,
@@ -84,7 +82,7 @@ def main(tiny: bool = False):
           f" us/image, peak {footprint['peak_bytes'] / 2**20:6.2f} MiB"
           f" (temporaries {footprint['temp_bytes'] / 2**20:6.2f} MiB)")
     calls[name] = footprint
-  for trust in bitedit.TRUST_MODES:
+  for trust in var.TRUST_MODES:
     ratios = (np.asarray(seconds[f"edit_{trust}"])
               / np.asarray(seconds["sample"]))
     memory = (calls[f"edit_{trust}"]["peak_bytes"]

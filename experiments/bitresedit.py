@@ -16,9 +16,7 @@ import ml_collections
 import numpy as np
 
 from experiments import harness
-from jaxpapers.var import bitedit
-from jaxpapers.var import editing
-from jaxpapers.var import toy
+from jaxpapers import var
 
 PAPER = {"title": "Edit the Bits, Diff the Codes: Bitwise Residual Editing for Visual"
                   " Autoregressive Models (BitResEdit; equations reconstructed from the abstract)",
@@ -49,9 +47,9 @@ Condition = collections.namedtuple(  # a sweep cell; epsilon inf: no trust regio
     "Condition", "strength epsilon trust masked", defaults=("quadratic", True))
 # The clean sampler of every task, and every task edited in one condition and scored.
 sample_images = jax.jit(lambda generator, keys, prompts, cfg_scale: jax.vmap(
-    lambda k, p: editing.sample(generator, k, p, cfg_scale=cfg_scale))(keys, prompts))
+    lambda k, p: var.sample(generator, k, p, cfg_scale=cfg_scale))(keys, prompts))
 run_condition = jax.jit(lambda generator, batch, strength, epsilon, cfg_scale, trust, masked:
-                        toy.score_edits(generator, batch, bitedit.bit_edit(
+                        var.score_edits(generator, batch, var.bit_edit(
                             strength, epsilon, trust=trust), cfg_scale=cfg_scale, masked=masked),
                         static_argnames=("trust", "masked"))
 
@@ -203,8 +201,8 @@ def plot_examples(workdir, images):
 def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   @functools.cache
   def batch_of(seed):  # one seed's toy generator and editing tasks, built once
-    generator = toy.toy_generator(jax.random.key(seed), **config.generator)
-    return generator, toy.edit_batch(
+    generator = var.toy_generator(jax.random.key(seed), **config.generator)
+    return generator, var.edit_batch(
         generator, jax.random.key(10_000 + seed), config.num_images, cfg_scale=config.cfg_scale,
         mask_seed=seed, edit_scale=config.edit_scale, mask_sides=config.mask_sides,
         reference_samples=config.reference_samples)
@@ -212,7 +210,7 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
       run_one, config, batch_of), summarize=lambda v, _: {m: v[m] for m in METRICS}, cache=True)
   summary, grid = aggregate(config, sweep), jnp.linspace(-2.0, 2.0, 401)
   radius_gaps = workdir.stage("radius_gaps", lambda: {
-      f"{e:g}": float(bitedit.quadratic_radius_error(grid, e).max()) for e in (1e-3, 0.1)})
+      f"{e:g}": float(var.quadratic_radius_error(grid, e).max()) for e in (1e-3, 0.1)})
   examples = workdir.stage("examples", lambda: {  # the first seed's
       n: getattr(batch_of(config.seeds[0])[1], f)[:config.num_examples] for n, f in (
           ("source", "source_images"), ("mask", "masks"), ("target", "reference_images"))})
@@ -221,7 +219,7 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
   plot_examples(workdir, examples)
   workdir.write_report(
       dataset={"name": "toy bitwise-residual VAR generator (generated)",
-               "provenance": "jaxpapers.var.toy: fixed random weights per seed; random prompts,"
+               "provenance": "jaxpapers.var.toy_generator: fixed random weights per seed; random prompts,"
                              f" targets = source + {config.edit_scale:g} x direction; random"
                              " rectangle masks", "license": "generated here"},
       model={"architecture": f"toy generator: scales 1,2,4,8; d = {config.generator.num_bits}"

@@ -19,7 +19,6 @@ from scipy import stats
 
 from experiments import harness
 from jaxpapers import detection
-from jaxpapers.detection import blobs
 
 PAPER = {"title": "BUTR: budgeting-based DETR (method reconstructed from the abstract)",
          "authors": "unknown (abstract only; no public text or code located)",
@@ -49,7 +48,7 @@ STYLE = {BUTR: ("C0", "o"), "fixed_100": ("0.75", "s"), "fixed_300": ("0.5", "s"
 
 
 def generate(data, key, num_images):
-  return blobs.blob_images(key, num_images, size=data.image_size, count_range=tuple(
+  return detection.blob_images(key, num_images, size=data.image_size, count_range=tuple(
       data.count_range), sigma_range=tuple(data.sigma_range), noise_std=data.noise_std)
 
 
@@ -58,8 +57,8 @@ def evaluate_chunk(data, calibration, *, config: harness.StaticConfig):
   """Per image of one chunk: count, soft count, every rule's budget ``k`` and recall (DQ-DETR's
   batch-max and the oracle on the true count: budgets not produced by a Budgeter of their own)."""
   config, b = config.value, config.value.butr
-  proposals = blobs.log_proposals(data.images, stride=config.stride)
-  scores_BxN = blobs.proposal_scores(calibration, proposals)
+  proposals = detection.log_proposals(data.images, stride=config.stride)
+  scores_BxN = detection.proposal_scores(calibration, proposals)
   num_proposals = scores_BxN.shape[1]
   recall_of = lambda selection: jax.vmap(  # recall of each image's valid selected queries
       lambda sel, boxes_Nx4, truth_Gx4, valid_G: detection.box_recall(
@@ -87,12 +86,12 @@ def evaluate(config):
   """The encoder's confidence (a, b by logistic regression on fresh images); then per evaluation
   image, in chunks of one compiled call: count, soft count, every rule's budget and recall."""
   train = generate(config.data, jax.random.key(config.seed), config.data.num_fit_images)
-  proposals = blobs.log_proposals(train.images, stride=config.stride)
-  labels = blobs.proposal_labels(proposals, train, config.iou_threshold)
-  fit = blobs.fit_calibration(proposals.response.ravel(), labels.ravel())
+  proposals = detection.log_proposals(train.images, stride=config.stride)
+  labels = detection.proposal_labels(proposals, train, config.iou_threshold)
+  fit = detection.fit_calibration(proposals.response.ravel(), labels.ravel())
   calibration = {"weight": float(fit.weight), "bias": float(fit.bias),
                  "positive_rate": float(labels.mean())}
-  cal = blobs.Calibration(jnp.float32(calibration["weight"]), jnp.float32(calibration["bias"]))
+  cal = detection.Calibration(jnp.float32(calibration["weight"]), jnp.float32(calibration["bias"]))
   static, key, n = harness.StaticConfig(config), jax.random.key(config.seed + 1), config.data.chunk
   chunks = [evaluate_chunk(generate(config.data, jax.random.fold_in(key, i), n), cal, config=static)
             for i in range(config.data.num_eval_images // n)]
@@ -217,9 +216,9 @@ def main(config: ml_collections.ConfigDict, workdir: harness.Workdir):
       dataset={"name": "generated Gaussian blob images", "license": "generated here",
                "provenance": f"{data.num_eval_images} evaluation and {data.num_fit_images}"
                f" calibration images of {data.image_size}^2 px, generated here"
-               " (jaxpapers.detection.blobs.blob_images)"},
+               " (jaxpapers.detection.blob_images)"},
       model={"encoder": f"fixed scale-normalised LoG, stride {config.stride} ({tokens}"
-                        f" proposals), scales {blobs.DEFAULT_SCALES}",
+                        f" proposals), scales {detection.DEFAULT_SCALES}",
              "confidence": f"sigmoid({calibration['weight']:.3f} r + {calibration['bias']:.3f})",
              "budgeter": "K = min(clip(ceil(rho * n_hat) + m, K_min, K_max), N), n_hat = sum of"
                          " confidences >= tau (reconstruction)",

@@ -1,7 +1,7 @@
 r"""DAF at CPU scale: one fused adapter for class-incremental digits.
 
 DAF ("Dynamical Adapter Fusion", Liu et al., 2026) is known only from its abstract: the fusion
-rule (:mod:`jaxpapers.continual.fusion`) and this protocol are our reconstruction
+rule (:mod:`jaxpapers.continual._fusion`) and this protocol are our reconstruction
 (``docs/daf.md``). Per method, class order and seed (a sweep run), 5 tasks of 2 digits are learnt
 in turn (:func:`jaxpapers.continual.learn_sequence`): a task adapter is trained from the global
 adapter (from the initialisation for ``last_adapter``, a fresh model on all data so far for
@@ -183,7 +183,7 @@ def plot_figures(workdir, summary):
 def notes(config, summary):
   clipped = {m: s["num_clipped"] for m, s in summary.items() if s["num_clipped"]}
   return [
-      "DAF is a reconstruction from the abstract (jaxpapers.continual.fusion docstring,"
+      "DAF is a reconstruction from the abstract (jaxpapers.continual.fuse docstring,"
       " docs/daf.md): the objective, closed form, curvature (diagonal empirical Fisher, H_old ="
       " running sum) and the first_task robust initialisation are our design.",
       "uniform_merge is DAF's running_mean mode (beta_t = 1/t): with task adapters trained from"

@@ -17,11 +17,7 @@ import numpy as np
 from experiments import harness
 from experiments.configs import dynamauction as dynamauction_config
 from jaxpapers import profiling
-from jaxpapers.auctions import dp_oracle
-from jaxpapers.auctions import environment as env_lib
-from jaxpapers.auctions import mpc
-from jaxpapers.auctions import myopic
-from jaxpapers.auctions import ppo
+from jaxpapers import auctions
 
 PAPER = {
     "title": "DynamAuction: sequential bidding with carry-over value, plus"
@@ -49,21 +45,21 @@ NOTES = ["The paper, its environment and its numbers were not located; every"
          "SAC and TD3 were not run."]
 
 
-def env_params(setting: str, config) -> env_lib.EnvParams:
+def env_params(setting: str, config) -> auctions.EnvParams:
   """The environment of a setting name ``<format>_<effects>``."""
   fmt, effect = setting.split("_", 1)
   effects = dynamauction_config.EFFECTS
   if effect not in effects:
     raise ValueError(f"unknown effect setting {effect!r} in {setting!r}; "
                      f"expected one of {tuple(effects)}.")
-  return env_lib.EnvParams(format=fmt, horizon=config.env.horizon,
+  return auctions.EnvParams(format=fmt, horizon=config.env.horizon,
                            base_intensity=config.env.base_intensity,
                            **effects[effect])
 
 
-def oracle_defined(params: env_lib.EnvParams) -> bool:
+def oracle_defined(params: auctions.EnvParams) -> bool:
   try:
-    dp_oracle.check_setting(params)
+    auctions.check_oracle_setting(params)
   except ValueError:
     return False
   return True
@@ -71,35 +67,35 @@ def oracle_defined(params: env_lib.EnvParams) -> bool:
 
 def episodes(params, mpc_config, ppo_policy):
   """Policy name -> the return of the episode of a key."""
-  out = {"myopic": lambda k: myopic.run_episode(
-             k, params, myopic.fixed_shading(1.0, params)).episode_return,
-         "mpc": lambda k: mpc.run_mpc_episode(
+  out = {"myopic": lambda k: auctions.run_myopic_episode(
+             k, params, auctions.fixed_shading(1.0, params)).episode_return,
+         "mpc": lambda k: auctions.run_mpc_episode(
              k, params, mpc_config).episode_return,
-         "best_fixed": lambda k: myopic.best_fixed_shading(
+         "best_fixed": lambda k: auctions.best_fixed_shading(
              k, params, jnp.asarray(THETAS))[0]}
   if oracle_defined(params):
-    values = dp_oracle.value_table(params, env_lib.num_slots(params))
-    out["oracle"] = lambda k: dp_oracle.run_oracle_from(  # reset: (obs, state)
-        *env_lib.reset(jax.random.split(k)[0], params)[::-1], values,
+    values = auctions.oracle_value_table(params, auctions.num_slots(params))
+    out["oracle"] = lambda k: auctions.run_oracle_from(  # reset: (obs, state)
+        *auctions.reset(jax.random.split(k)[0], params)[::-1], values,
         params).episode_return
-  out["ppo"] = lambda k: myopic.run_episode(k, params, ppo_policy).episode_return
+  out["ppo"] = lambda k: auctions.run_myopic_episode(k, params, ppo_policy).episode_return
   return out
 
 
 def evaluate_setting(setting: str, config) -> dict:
   """Every policy's returns on a setting, the seeds one vmapped batch of keys."""
   params = env_params(setting, config)
-  ppo_config = ppo.PPOConfig(**config.ppo.to_dict())
+  ppo_config = auctions.PPOConfig(**config.ppo.to_dict())
   (trained, curve), seconds = profiling.call_seconds(
-      jax.jit(functools.partial(ppo.train, params=params, config=ppo_config)),
+      jax.jit(functools.partial(auctions.ppo_train, params=params, config=ppo_config)),
       jax.random.key(config.seed + 10_000))
   keys = jax.vmap(functools.partial(jax.random.fold_in, jax.random.key(config.seed)))(
       jnp.asarray(config.seeds))
   out = {"setting": setting, "returns": {}, "seconds": {
       "ppo_training": seconds}, "ppo_curve": np.asarray(curve).tolist()}
   for name, episode in episodes(
-      params, mpc.MPCConfig(thetas=THETAS, **config.mpc.to_dict()),
-      ppo.greedy_policy(trained, params, ppo_config)).items():
+      params, auctions.MPCConfig(thetas=THETAS, **config.mpc.to_dict()),
+      auctions.ppo_greedy_policy(trained, params, ppo_config)).items():
     returns, out["seconds"][name] = profiling.call_seconds(
         jax.jit(jax.vmap(episode)), keys)
     out["returns"][name] = np.asarray(returns).tolist()

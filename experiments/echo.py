@@ -2,9 +2,9 @@ r"""ECHO at CPU scale: does an environment cross-entropy help GRPO on a toy shel
 
 ECHO (Shrivastava et al., 2026) adds ``lambda`` times the cross-entropy of the observation
 tokens to GRPO's PPO-clip loss. Our CPU protocol (``docs/echo.md``): a byte GPT warm started
-on transcripts of the key-value shell (:mod:`jaxpapers.rl.shell`), then GRPO with each lambda
+on transcripts of the key-value shell (:mod:`jaxpapers.rl._shell`), then GRPO with each lambda
 and with ``world_model_only`` (no verifier), every (variant, seed) run vmapped in one jitted
-step (:func:`jaxpapers.rl.training.multi_run`), evaluated on held-out pass@1 and the
+step (:func:`jaxpapers.rl.multi_run`), evaluated on held-out pass@1 and the
 environment cross-entropy of a fixed probe set.
 """
 
@@ -17,9 +17,7 @@ import numpy as np
 
 from experiments import harness
 from jaxpapers import models
-from jaxpapers.rl import echo
-from jaxpapers.rl import shell
-from jaxpapers.rl import training
+from jaxpapers import rl
 
 PAPER = {"title": "ECHO: Environment Cross-entropy Hybrid Objective",
          "authors": "Shrivastava, Kauffmann, Awadallah, Papailiopoulos (2026)",
@@ -48,11 +46,11 @@ PAPER_RESULTS = [
 def task_pools(config, layout):
   """Held-out and training tasks: disjoint (every generated task is unique)."""
   e = config.env
-  tasks, _ = shell.make_tasks(config.seed, e.num_held_out + e.num_train_tasks, layout,
+  tasks, _ = rl.make_tasks(config.seed, e.num_held_out + e.num_train_tasks, layout,
                               e.min_commands, e.max_commands)
   held_out = jax.tree.map(lambda x: x[:e.num_held_out], tasks)
   train = jax.tree.map(lambda x: x[e.num_held_out:], tasks)
-  probe = jax.jit(training.random_transcripts, static_argnums=(2, 3))(
+  probe = jax.jit(rl.random_transcripts, static_argnums=(2, 3))(
       jax.random.key(config.seed + 7), held_out, config.eval.probe_size, layout)
   return train, held_out, probe
 
@@ -60,8 +58,8 @@ def task_pools(config, layout):
 def warm_start(config, workdir, layout, graphdef, params, train):
   """Next-token pretraining on random-command transcripts (one model)."""
   w = config.warm_start
-  tx, every = training.optimizer(w.learning_rate, 10, 1.0, 0.0), max(1, w.steps // 10)
-  run = training.warm_start_chunk(graphdef, train, tx, layout, w.batch_size,
+  tx, every = rl.rl_optimizer(w.learning_rate, 10, 1.0, 0.0), max(1, w.steps // 10)
+  run = rl.warm_start_chunk(graphdef, train, tx, layout, w.batch_size,
                                   jax.random.key(config.seed + 1))
 
   def chunk(state, step):
@@ -77,13 +75,13 @@ def warm_start(config, workdir, layout, graphdef, params, train):
 def run_rl(config, workdir, layout, graphdef, warm_params, tasks, runs):
   """All runs in one vmapped state; one record (a value per run) per evaluation."""
   r = config.rl
-  tx = training.optimizer(r.learning_rate, r.warmup_steps, r.clip_norm, r.weight_decay)
-  programs = training.multi_run(
-      graphdef, tasks, tx, layout, training.RLConfig(
+  tx = rl.rl_optimizer(r.learning_rate, r.warmup_steps, r.clip_norm, r.weight_decay)
+  programs = rl.multi_run(
+      graphdef, tasks, tx, layout, rl.RLConfig(
           tasks_per_step=r.tasks_per_step, group_size=r.group_size, temperature=r.temperature,
           mask_mode=r.mask_mode), lam=[VARIANTS[v][0] for v, _ in runs],
       world_model_only=[VARIANTS[v][1] for v, _ in runs], seeds=[s for _, s in runs],
-      lambda_scale=echo.lambda_schedule(r.lambda_schedule, 1.0, decay_steps=r.steps),
+      lambda_scale=rl.lambda_schedule(r.lambda_schedule, 1.0, decay_steps=r.steps),
       eval_temperature=config.eval.temperature, eval_samples=config.eval.samples)
 
   def record(state, step, metrics=()):
@@ -175,11 +173,11 @@ def evaluate_claim(summary) -> list[dict]:
 
 def main(config, workdir: harness.Workdir):
   e, m = config.env, config.model
-  layout = shell.Layout(num_turns=e.num_turns, command_len=e.command_len,
+  layout = rl.ShellLayout(num_turns=e.num_turns, command_len=e.command_len,
                         format_warnings=e.format_warnings)
   tasks = task_pools(config, layout)
   graphdef, params = nnx.split(models.Transformer(models.TransformerConfig(
-      vocab_size=shell.VOCAB_SIZE, max_len=layout.length, d_model=m.d_model,
+      vocab_size=rl.SHELL_VOCAB_SIZE, max_len=layout.length, d_model=m.d_model,
       num_heads=m.num_heads, num_layers=m.num_layers, d_ff=m.d_ff), rngs=nnx.Rngs(config.seed)))
   warm_params, warm_records = warm_start(config, workdir, layout, graphdef, params, tasks[0])
   runs = list(itertools.product(config.variants, config.seeds))
@@ -196,7 +194,7 @@ def main(config, workdir: harness.Workdir):
         harness.band(ax, s["steps"], s[metric + "_curve"], s[metric + "_curve_se"],
                      color=f"C{k}", marker="o", ms=3, label=v)
   workdir.write_report(
-      dataset={"name": "key-value shell (jaxpapers.rl.shell)", "license": LICENSE,
+      dataset={"name": "key-value shell (jaxpapers.rl.make_tasks)", "license": LICENSE,
                "provenance": f"{e.num_train_tasks} training and {e.num_held_out} held-out"
                              f" tasks generated with seed {config.seed}"},
       model=model_metadata(config, params),

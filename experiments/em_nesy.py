@@ -49,7 +49,7 @@ PAPER_RESULTS = [harness.paper_result(  # sum accuracy (%) on MNIST addition (a 
     harness.paper_result("abstract", "recovers the standard end-to-end gradient-based NeSy setting"
                          " under exact inference; extends to approximate reasoning")]
 NOTES = [
-    "The carry-chain E-step (jaxpapers.nesy.addition) is our reconstruction (docs/em_nesy.md);"
+    "The carry-chain E-step (jaxpapers.nesy.DigitAddition) is our reconstruction (docs/em_nesy.md);"
     " EM-NeSy's own results and code were not available, and the reference rows are baselines on"
     " MNIST.",
     "sum_accuracy: the argmax digits of the 2N test images add up to the label; digit_accuracy:"

@@ -1,8 +1,8 @@
 r"""EMC at CPU scale: continual test-time adaptation of a frozen GCN over drifting graphs.
 
-EMC (2026) is known only from its abstract: the method (:mod:`jaxpapers.graph.emc`) and this
+EMC (2026) is known only from its abstract: the method (:mod:`jaxpapers.graph._emc`) and this
 protocol are our reconstruction (``docs/emc.md``). Per sequence, method and seed (a sweep run) the
-seed's source GCN adapts through the unlabelled targets (:func:`jaxpapers.graph.tta.evaluate_run`):
+seed's source GCN adapts through the unlabelled targets (:func:`jaxpapers.graph.evaluate_run`):
 accuracy matrix, average performance, forgetting, each update's time and footprint. The claim: EMC
 at least matches the baselines' accuracy at -87.4% time and -92.4% memory against GCAL-style.
 """
@@ -37,9 +37,9 @@ UNITS = {"average_performance": "proportion", "forgetting": "proportion",
 SCALARS, RATIO = (*UNITS, "temp_bytes"), "ratio (EMC / other)"
 LICENSE = ("csbm: generated here; digits: UCI optical recognition of handwritten digits (CC BY"
            " 4.0), as shipped with scikit-learn")
-_accuracy = jax.jit(graph.gcn.masked_accuracy)
+_accuracy = jax.jit(graph.masked_accuracy)
 NOTE_TEMPLATES = [  # formatted with the config
-    "EMC is a reconstruction from the abstract (jaxpapers.graph.emc docstring, docs/emc.md): the"
+    "EMC is a reconstruction from the abstract (jaxpapers.graph.crystallize docstring, docs/emc.md): the"
     " memory, closed form, state evolution and prediction rule are our design, not the paper's"
     " equations.",
     "'gcal' is a JAX re-implementation in the spirit of GCAL (IM adaptation + VGAE memory"
@@ -62,36 +62,36 @@ class Sequence:
   """A sequence's padded domains for every seed, its methods, source GCNs and methods' runs."""
 
   def __init__(self, config, name, cache):
-    make = functools.partial(getattr(graph.domains, f"{name}_sequence"), **config[name].to_dict())
-    self.padded = graph.domains.PaddedDomains(dict(zip(config.seeds, map(
+    make = functools.partial(getattr(graph, f"{name}_sequence"), **config[name].to_dict())
+    self.padded = graph.PaddedDomains(dict(zip(config.seeds, map(
         lambda seed: make(seed=seed), config.seeds))), config.pad_multiple)
     self.config, self.cache = config, cache
     self.num_targets = len(self.padded.graphs[config.seeds[0]]) - 1
     self.methods = {  # the run list (docs/emc.md): baselines, EMC and its variants
-        "frozen": graph.baselines.frozen(),
-        "tent": graph.baselines.tent(config.tent_learning_rate, config.tent_steps),
-        "direct": graph.baselines.im_adaptation(epochs=config.adapt_epochs),
-        "gcal": graph.generative_memory.generative_memory(epochs=config.adapt_epochs,
+        "frozen": graph.frozen(),
+        "tent": graph.tent(config.tent_learning_rate, config.tent_steps),
+        "direct": graph.im_adaptation(epochs=config.adapt_epochs),
+        "gcal": graph.generative_memory(epochs=config.adapt_epochs,
                                                           capacity=self.num_targets),
-        **{name: graph.emc.adapter(**options) for name, options in graph.emc.VARIANTS.items()}}
+        **{name: graph.emc_adapter(**options) for name, options in graph.EMC_VARIANTS.items()}}
 
   @functools.cache
-  def model(self, seed) -> graph.gcn.GCN:  # fit_source initialises it from the seed itself
+  def model(self, seed) -> graph.GCN:  # fit_source initialises it from the seed itself
     labels, train, val = (self.padded.node_arrays(seed, f)[0]
                           for f in ("labels", "train_mask", "val_mask"))
-    return graph.gcn.fit_source(
+    return graph.fit_source(
         jax.random.key(seed), self.padded.graphs[seed][0], labels, train, val,
         num_classes=self.padded.sequences[seed].num_classes, **self.config.model.to_dict()).model
 
-  def adapt(self, method, seed) -> graph.tta.AdaptationRun:  # init key: 1000 + seed
+  def adapt(self, method, seed) -> graph.AdaptationRun:  # init key: 1000 + seed
     labels, train = (self.padded.node_arrays(seed, f)[0] for f in ("labels", "train_mask"))
-    return graph.tta.adapt_sequence(self.methods[method], self.model(seed),
+    return graph.adapt_sequence(self.methods[method], self.model(seed),
                                     self.padded.graphs[seed], labels, train,
                                     jax.random.key(1000 + seed), self.cache)
 
   def evaluate(self, method, seed) -> dict:  # R, its metrics, the updates' time and footprint
     # Best of TIMING_REPEATS after a warm-up: one call on a shared CPU is noise.
-    return graph.tta.evaluate_run(self.adapt(method, seed), _accuracy, *(
+    return graph.evaluate_run(self.adapt(method, seed), _accuracy, *(
         self.padded.node_arrays(seed, f) for f in ("labels", "test_mask")), repeats=TIMING_REPEATS)
 
   def time_ratio(self) -> dict:

@@ -22,8 +22,7 @@ from experiments import harness
 from experiments.configs import emo as emo_config
 from jaxpapers import models
 from jaxpapers import moe
-from jaxpapers.data import multidomain
-from jaxpapers.data import text
+from jaxpapers import data
 
 PAPER = {"title": "EMO: Pretraining Mixture of Experts for Emergent Modularity",
          "authors": "Wang et al. (AllenAI)", "url": "https://arxiv.org/abs/2605.06663"}
@@ -47,13 +46,13 @@ FULL_MODEL_TOLERANCE, BARELY_MOVES, MUCH_MORE = 0.05, 0.05, 2.0
 def load_data(config):
   """The corpus, its training stream, and per domain (valid, calibration)."""
   context, e = config.model.context, config.eval
-  corpus = multidomain.load_multidomain(**config.data)
-  tokens = jnp.asarray(multidomain.interleaved_tokens(corpus.train, config.data.seed))
+  corpus = data.load_multidomain(**config.data)
+  tokens = jnp.asarray(data.interleaved_tokens(corpus.train, config.data.seed))
   domain_data = {}
   for domain, train, valid in zip(corpus.domains, corpus.train, corpus.valid):
-    windows = multidomain.consecutive_windows(text.encode_documents(valid), context, e.max_windows)
+    windows = data.consecutive_windows(data.encode_documents(valid), context, e.max_windows)
     # As many calibration tokens as evaluation inputs (documents repeat): one compiled forward.
-    calibration = np.resize(text.encode_documents(train[:e.calibration_docs]),
+    calibration = np.resize(data.encode_documents(train[:e.calibration_docs]),
                             windows.shape[0] * context).reshape(-1, context)
     domain_data[domain] = (jnp.asarray(windows), jnp.asarray(calibration))
   return corpus, tokens, domain_data
@@ -62,7 +61,7 @@ def load_data(config):
 def build_model(config, kind: str, seed: int) -> models.Transformer:
   m = config.model
   return models.Transformer(models.TransformerConfig(
-      vocab_size=text.VOCAB_SIZE, max_len=m.context, d_model=m.d_model, num_heads=m.num_heads,
+      vocab_size=data.VOCAB_SIZE, max_len=m.context, d_model=m.d_model, num_heads=m.num_heads,
       num_layers=m.num_layers, d_ff=m.d_hidden), rngs=nnx.Rngs(seed),
       ffn_factory=moe.moe_ffn_factory(emo_config.moe_config(config, kind)))
 

@@ -2,7 +2,7 @@ r"""Rollout consistency at CPU scale: does the JVP penalty tame free running?
 
 Reconstructed from a 2026 preprint's abstract (``docs/rollout_consistency.md``):
 forecasters trained with teacher forcing (TF), TF + lambda * L_JVP and k-step
-unrolling (:mod:`jaxpapers.models.forecaster_training`; runs of one seed share
+unrolling (:mod:`jaxpapers.models._forecaster_training`; runs of one seed share
 init and batches, so they pair up) are scored free running on each series'
 last 20%; ``python -m benchmarks.rollout`` measures the cost side."""
 

@@ -1,7 +1,7 @@
 r"""Neural routing solvers at CPU scale: decoder depth vs width at matched parameters.
 
-Heavy decoders (:mod:`jaxpapers.routing.lehd`) imitate optimal TSP10 tours on
-random partial paths (:mod:`jaxpapers.routing.imitation`): a depth series (D
+Heavy decoders (:mod:`jaxpapers.routing._lehd`) imitate optimal TSP10 tours on
+random partial paths (:mod:`jaxpapers.routing._imitation`): a depth series (D
 fixed) and a width series (L fixed), the grid of
 ``experiments.configs.routing.model_grid``. The greedy optimality gap after
 each block count in ``eval_blocks`` gives gap vs instances seen and vs training
@@ -19,9 +19,6 @@ import numpy as np
 from experiments import harness
 from experiments.configs import routing as routing_config
 from jaxpapers import routing
-from jaxpapers.routing import exact
-from jaxpapers.routing import imitation
-from jaxpapers.routing import lehd
 
 PAPER = {"title": "Efficient Decoder Scaling Strategy for Neural Routing Solvers",
          "authors": "Q. Luo, F. Luo, K. Li, Z. Wang", "url": "https://arxiv.org/abs/2603.00430"}
@@ -53,8 +50,8 @@ def make_data(config, workdir) -> dict[str, np.ndarray]:
   train, test = (routing.random_instances(config.data_seed + offset, count, config.num_cities)
                  for offset, count in ((0, config.num_train),
                                        (SEED_OFFSET_TEST, config.num_test)))
-  label = ((lambda coords: exact.held_karp(coords)[0])
-           if config.num_cities <= exact.MAX_CITIES else routing.lkh_tours)
+  label = ((lambda coords: routing.held_karp(coords)[0])
+           if config.num_cities <= routing.MAX_CITIES else routing.lkh_tours)
 
   def compute():
     test_tours, nearest = label(test), routing.nearest_neighbour(test)
@@ -70,22 +67,22 @@ def train_model(one: harness.Run, config, workdir, data, tx):
   """One model and seed: a record per ``eval_blocks`` entry (``tx`` is shared
   by every run, so that the compiled steps are too)."""
   graphdef, params = nnx.split(
-      lehd.HeavyDecoder(one.settings, rngs=nnx.Rngs(one.seed)), nnx.Param)
+      routing.HeavyDecoder(one.settings, rngs=nnx.Rngs(one.seed)), nnx.Param)
   train, test = (tuple(jnp.asarray(data[k]) for k in keys)
                  for keys in (("train", "train_tours"), ("test", "optimal")))
-  state = imitation.TrainState(params, tx.init(params))
+  state = routing.TrainState(params, tx.init(params))
   kwargs = dict(graphdef=graphdef, tx=tx, batch_size=config.batch_size)
-  step_flops = imitation.train_step_flops(state, *train, **kwargs)
+  step_flops = routing.train_step_flops(state, *train, **kwargs)
   eval_steps = [config.block_steps * b for b in config.eval_blocks]
 
   def chunk(state, step):
     end = min(s for s in eval_steps if s > step)
-    state, losses = imitation.train_blocks(state, *train, jax.random.key(one.seed), step,
+    state, losses = routing.train_blocks(state, *train, jax.random.key(one.seed), step,
                                            end - step, block_steps=config.block_steps, **kwargs)
     loss = float(np.mean(jax.device_get(losses)))
     if not math.isfinite(loss):
       raise FloatingPointError(f"[{one.name}] loss {loss} at {end}.")
-    gaps = imitation.greedy_gaps(state.params, *test, graphdef=graphdef)
+    gaps = routing.greedy_gaps(state.params, *test, graphdef=graphdef)
     return harness.Chunk(state, end, {
         "train_loss": loss, "greedy_gap": 100 * float(jnp.mean(gaps)),
         "instances_seen": end * config.batch_size, "train_gflops": end * step_flops / 1e9})
@@ -102,7 +99,7 @@ def summarize(records_by_seed, model_config, num_params) -> dict[str, Any]:
       [[r["greedy_gap"] for r in records] for records in records_by_seed])
   return {"width": model_config.width, "layers": model_config.decoder_layers,
           "encoder_layers": model_config.encoder_layers, "parameters": num_params,
-          "decoder_parameters": lehd.decoder_parameter_count(model_config),
+          "decoder_parameters": routing.decoder_parameter_count(model_config),
           "train_gflops": final[0]["train_gflops"], "greedy_gap": gap,
           "greedy_gap_se": gap_se, "curve_gap": curve, "curve_gap_se": curve_se,
           "instances_seen": [r["instances_seen"] for r in first],
@@ -198,12 +195,12 @@ def main(config, workdir: harness.Workdir):
   data = make_data(config, workdir)
   baselines = {k: 100 * float(np.mean(np.asarray(routing.tour_length(
       data["test"], data[k])) / data["optimal"] - 1)) for k in ("nearest_neighbour", "two_opt")}
-  tx = imitation.optimizer(config.learning_rate, decay=config.decay_per_epoch,
+  tx = routing.optimizer(config.learning_rate, decay=config.decay_per_epoch,
                            steps_per_epoch=max(config.num_train // config.batch_size, 1))
   sweep = workdir.sweep(grid, config.seeds, lambda one: train_model(
       one, config, workdir, data, tx))
-  summary = {name: summarize(sweep.values[name], model_config, lehd.parameter_count(
-      lehd.HeavyDecoder(model_config, rngs=nnx.Rngs(0)))) for name, model_config in grid.items()}
+  summary = {name: summarize(sweep.values[name], model_config, routing.parameter_count(
+      routing.HeavyDecoder(model_config, rngs=nnx.Rngs(0)))) for name, model_config in grid.items()}
   cities, (dataset, model) = f"TSP{config.num_cities}", metadata(config, grid)
   plot_scaling(workdir, summary, baselines, config)
   workdir.write_report(
@@ -217,7 +214,7 @@ def main(config, workdir: harness.Workdir):
 
 def metadata(config, grid) -> tuple[dict[str, Any], dict[str, Any]]:
   """The report's dataset and model descriptions."""
-  labels = ("Held-Karp (exact)" if config.num_cities <= exact.MAX_CITIES else "LKH-3 (elkai)")
+  labels = ("Held-Karp (exact)" if config.num_cities <= routing.MAX_CITIES else "LKH-3 (elkai)")
   return {"name": f"TSP{config.num_cities}, uniform in the unit square",
           "provenance": f"generated (seed {config.data_seed}): {config.num_train} training and"
                         f" {config.num_test} test instances, labels by {labels}",

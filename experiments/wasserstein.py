@@ -46,7 +46,7 @@ NOTES = [
     "The structure is our baseline (randomly shifted quadtree, per-cell"
     " counts in per-level hash tables, greedy bottom-up matching), not the"
     " paper's algorithm; the paper's O(d eps^-3/2) and 2k(1+eps) factors are"
-    " not expected from it (jaxpapers.matching.quadtree docstring).",
+    " not expected from it (jaxpapers.matching.ShiftedQuadtree docstring).",
     "Costs are W_p^p = sum ||a - b||_p^p with the same p for the metric and"
     " the order; L = {levels} levels (resolution {config.resolution:g}), cell"
     " side 2 / 2^j.",

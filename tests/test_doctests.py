@@ -17,16 +17,16 @@ def _modules():
 # Modules whose examples take 15-25 s on the oldest stack (they train or
 # compile models), and those of 2 s or more on the newest stack with an empty
 # compilation cache, run in the slow suite, which CI runs on both stacks.
-_SLOW = {"jaxpapers.amr.native", "jaxpapers.nesy.em", "jaxpapers.var.editing",
-         "jaxpapers.amr.vit", "jaxpapers.optim.soap",
-         "jaxpapers.saddle.robust_regression", "jaxpapers.var.bitedit",
-         "jaxpapers.saddle.decoupled", "jaxpapers.nesy.addition",
-         "jaxpapers.graph.emc", "jaxpapers.moe.routing",
-         "jaxpapers.routing.lehd", "jaxpapers.amr.training",
-         "jaxpapers.moe.training", "jaxpapers.moe.evaluation",
-         "jaxpapers.nesy.training", "jaxpapers.var.toy",
-         "jaxpapers.models.language_model", "jaxpapers.moe.layer",
-         "jaxpapers.models.forecaster_training"}
+_SLOW = {"jaxpapers.amr._native", "jaxpapers.nesy._em", "jaxpapers.var._editing",
+         "jaxpapers.amr._vit", "jaxpapers.optim._soap",
+         "jaxpapers.saddle._robust_regression", "jaxpapers.var._bitedit",
+         "jaxpapers.saddle._decoupled", "jaxpapers.nesy._addition",
+         "jaxpapers.graph._emc", "jaxpapers.moe._routing",
+         "jaxpapers.routing._lehd", "jaxpapers.amr._training",
+         "jaxpapers.moe._training", "jaxpapers.moe._evaluation",
+         "jaxpapers.nesy._training", "jaxpapers.var._toy",
+         "jaxpapers.models._language_model", "jaxpapers.moe._layer",
+         "jaxpapers.models._forecaster_training"}
 
 
 @pytest.mark.parametrize("name", [

@@ -1,7 +1,8 @@
 """Every public function of every area is in the sharding contract, or says why not.
 
 The public API is what each ``jaxpapers.<area>`` package (and the top-level
-``tree`` and ``profiling`` modules) defines or re-exports from jaxpapers. Each
+``tree`` and ``profiling`` modules) defines or re-exports from jaxpapers
+(tests/test_export_style.py checks that it is one flat ``__all__`` per area). Each
 ``tests/**/test_sharding*.py`` file holds ``CASES`` (keys name the functions a
 case covers, joined by ``+``; traced under Auto and Explicit meshes by
 tests/sharding_checks.py), ``NUMERIC_CASES`` (the cases also run and compared
@@ -12,7 +13,6 @@ function added to an area without either fails here, so later areas are held
 to the same contract.
 """
 
-import ast
 import enum
 import importlib
 import inspect
@@ -41,24 +41,6 @@ def _is_contract_free(obj):
       or getattr(obj, "_is_protocol", False))
 
 
-def _namespaces(area):
-  """The submodules that ``jaxpapers/<area>/__init__.py`` imports as modules.
-
-  ``from jaxpapers.graph import emc`` makes ``jaxpapers.graph.emc`` a public
-  namespace; a submodule that is merely imported by another (and so also
-  bound as an attribute of its package) is not one.
-  """
-  source = (pathlib.Path(jaxpapers.__file__).parent / area / "__init__.py")
-  if not source.exists():
-    return []
-  names = []
-  for node in ast.walk(ast.parse(source.read_text())):
-    if isinstance(node, ast.ImportFrom) and node.module == f"jaxpapers.{area}":
-      names += [alias.name for alias in node.names if inspect.ismodule(
-          getattr(importlib.import_module(node.module), alias.name, None))]
-  return names
-
-
 def _public_members(module, defined_in):
   """``module``'s public callables defined under the ``defined_in`` package."""
   for name, obj in vars(module).items():
@@ -70,22 +52,11 @@ def _public_members(module, defined_in):
 
 
 def public_functions():
-  """``area.name`` for what an area exports, ``area.sub.name`` for its namespaces'.
-
-  A function an area re-exports is named once, at the area level.
-  """
+  """``area.name`` for every function an area exports."""
   names = set()
   for area in _areas():
     module = importlib.import_module(f"jaxpapers.{area}")
-    exported = set()
-    for name, obj in _public_members(module, "jaxpapers"):
-      names.add(f"{area}.{name}")
-      exported.add(id(obj))
-    for sub in _namespaces(area):
-      submodule = getattr(module, sub)
-      for name, obj in _public_members(submodule, submodule.__name__):
-        if id(obj) not in exported:
-          names.add(f"{area}.{sub}.{name}")
+    names |= {f"{area}.{name}" for name, _ in _public_members(module, "jaxpapers")}
   return names
 
 

@@ -31,7 +31,7 @@ of the grid is run with and without ResEdit's mask; 3 seeds.
 import ml_collections
 
 from experiments.configs import common
-from jaxpapers.var import bitedit
+from jaxpapers import var
 
 
 # The paper config cut to one seed, a small evaluation and three strengths, at
@@ -118,8 +118,8 @@ def validate(config):
   """Relations between fields; each field's range is in ``FIELDS``."""
   if config.strengths[0] != 0:
     raise ValueError(f"strengths must start at 0; got {config.strengths}.")
-  if sorted(config.trust_modes) != sorted(bitedit.TRUST_MODES):
-    raise ValueError(f"trust_modes must be {bitedit.TRUST_MODES} (the checks"
+  if sorted(config.trust_modes) != sorted(var.TRUST_MODES):
+    raise ValueError(f"trust_modes must be {var.TRUST_MODES} (the checks"
                      f" use both); got {config.trust_modes}.")
   if config.num_examples > config.num_images:
     raise ValueError(f"num_examples must be <= num_images"

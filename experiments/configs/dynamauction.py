@@ -44,7 +44,7 @@ from experiments.configs import common
 
 FORMATS = ("second", "first")
 # The environment's carry-over effects of each setting ``<format>_<effects>``
-# (keyword arguments of jaxpapers.auctions.environment.EnvParams).
+# (keyword arguments of jaxpapers.auctions.EnvParams).
 EFFECTS = {
     "saturation_recency": {},
     "saturation": {"recency": False},

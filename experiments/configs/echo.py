@@ -10,7 +10,7 @@ Smoke test (under a minute on idle cores; 100 s measured at load ~11)::
   python -m experiments.echo --config experiments/configs/echo.py:smoke
 
 Our reconstruction of the protocol (``docs/echo.md``): the key-value shell of
-:mod:`jaxpapers.rl.shell` (4 turns, tasks of 2-4 commands), a byte GPT warm
+:mod:`jaxpapers.rl._shell` (4 turns, tasks of 2-4 commands), a byte GPT warm
 started on random-command transcripts, then GRPO (groups of 8) with
 lambda in {0, 0.005, 0.05} and lambda = 0.05 with ``world_model_only``, 3 seeds,
 all 12 runs vmapped in one step. **Smaller than the paper's CPU protocol to fit

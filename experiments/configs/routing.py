@@ -48,7 +48,7 @@ the default trains 600 steps (154k partial paths, about 3 epochs).
 import ml_collections
 
 from experiments.configs import common
-from jaxpapers.routing import lehd
+from jaxpapers import routing
 
 
 PAPER_FEW_STEPS = {"seeds": (0,), "block_steps": 1, "eval_blocks": (1, 2),
@@ -134,13 +134,13 @@ FIELDS = {
 }
 
 
-def model_grid(config) -> dict[str, lehd.HeavyDecoderConfig]:
+def model_grid(config) -> dict[str, routing.HeavyDecoderConfig]:
   """Every model of the run, by name (``D<width>xL<layers>``, ``LEHD``)."""
   depth, layers = config.depth_width, config.width_layers
   grid = ({f"D{depth}xL{l}": (depth, l, 0) for l in config.depth_layers}
           | {f"D{w}xL{layers}": (w, layers, 0) for w in config.width_widths}
           | ({"LEHD": (depth, 6, 1)} if config.lehd_baseline else {}))
-  return {name: lehd.HeavyDecoderConfig(
+  return {name: routing.HeavyDecoderConfig(
       width=w, decoder_layers=l, encoder_layers=e,
       head_width=config.head_width) for name, (w, l, e) in grid.items()}
 

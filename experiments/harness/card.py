@@ -2,7 +2,7 @@
 
 Our numbers become one ``first_party`` ``evaluation_run`` record (our
 reproducibility fields in ``source_metadata.additional_details``, see
-:mod:`jaxpapers.evalcards.records`); the paper's numbers, where the paper
+:mod:`jaxpapers.evalcards._records`); the paper's numbers, where the paper
 gives one, one ``third_party`` ``documentation`` record with the same
 evaluation and metric names, so the cross-party divergence between the paper
 and us is computed by :func:`jaxpapers.evalcards.analyze`, not written by

@@ -4,60 +4,115 @@ Balanced quadtrees built under ``jit`` from dense fields, leaf tokens in
 uniform and native storage, 3-axis rotary embeddings over (x, y, scale),
 cell-space regridding, the WAMRViT (uniform and native storage) / uniform ViT
 models, their training objective, batches and steps
-(:mod:`jaxpapers.amr.training`),
-their inference rollouts with regridding (:mod:`jaxpapers.amr.rollout`) and
+(:mod:`jaxpapers.amr._training`),
+their inference rollouts with regridding (:mod:`jaxpapers.amr._rollout`) and
 the rollouts' per-step VRMSE on the field and the region of interest
-(:mod:`jaxpapers.amr.evaluation`).
-:mod:`jaxpapers.amr.reference` holds the slow Python reference that tests and
+(:mod:`jaxpapers.amr._evaluation`).
+:mod:`jaxpapers.amr._reference` holds the slow Python reference that tests and
 benchmarks compare against.
 """
 
-from jaxpapers.amr.evaluation import evaluate_rollout
-from jaxpapers.amr.evaluation import model_rollout
-from jaxpapers.amr.evaluation import region_of_interest
-from jaxpapers.amr.evaluation import StageTimer
-from jaxpapers.amr.evaluation import summarize_rollout
-from jaxpapers.amr.evaluation import vrmse
-from jaxpapers.amr.native import ExpandBlock
-from jaxpapers.amr.native import NativeWAMRViT
-from jaxpapers.amr.native import pixel_shuffle
-from jaxpapers.amr.native import ShrinkBlock
-from jaxpapers.amr.native import swiglu
-from jaxpapers.amr.quadtree import balance
-from jaxpapers.amr.quadtree import build_quadtree
-from jaxpapers.amr.quadtree import check_budget
-from jaxpapers.amr.quadtree import Geometry
-from jaxpapers.amr.quadtree import leaf_coordinates
-from jaxpapers.amr.quadtree import make_geometry
-from jaxpapers.amr.quadtree import Quadtree
-from jaxpapers.amr.quadtree import truncate
-from jaxpapers.amr.regrid import regrid
-from jaxpapers.amr.rollout import bucket_size
-from jaxpapers.amr.rollout import build_meshes
-from jaxpapers.amr.rollout import finest_pixels
-from jaxpapers.amr.rollout import MeshConfig
-from jaxpapers.amr.rollout import native_rollout
-from jaxpapers.amr.rollout import quadtree_rollout
-from jaxpapers.amr.rollout import regrid_native
-from jaxpapers.amr.rollout import RolloutStep
-from jaxpapers.amr.rollout import uniform_rollout
-from jaxpapers.amr.rope import rope_3d
-from jaxpapers.amr.tokens import detokenize
-from jaxpapers.amr.tokens import tokenize
-from jaxpapers.amr.training import batch_loss
-from jaxpapers.amr.training import pushforward_loss
-from jaxpapers.amr.training import relative_l2
-from jaxpapers.amr.training import residual_step
-from jaxpapers.amr.training import sample_batch
-from jaxpapers.amr.training import trajectory_meshes
-from jaxpapers.amr.training import train_steps
-from jaxpapers.amr.training import TrainingBatch
-from jaxpapers.amr.vit import BackboneConfig
-from jaxpapers.amr.vit import ParallelBlock
-from jaxpapers.amr.vit import patchify
-from jaxpapers.amr.vit import TokenBackbone
-from jaxpapers.amr.vit import uniform_vit_config
-from jaxpapers.amr.vit import UniformViT
-from jaxpapers.amr.vit import unpatchify
-from jaxpapers.amr.vit import WAMRViT
-from jaxpapers.amr.vit import wamrvit_config
+from jaxpapers import _deprecation
+from jaxpapers.amr._evaluation import evaluate_rollout
+from jaxpapers.amr._evaluation import model_rollout
+from jaxpapers.amr._evaluation import region_of_interest
+from jaxpapers.amr._evaluation import StageTimer
+from jaxpapers.amr._evaluation import summarize_rollout
+from jaxpapers.amr._evaluation import vrmse
+from jaxpapers.amr._native import ExpandBlock
+from jaxpapers.amr._native import NativeWAMRViT
+from jaxpapers.amr._native import pixel_shuffle
+from jaxpapers.amr._native import ShrinkBlock
+from jaxpapers.amr._native import swiglu
+from jaxpapers.amr._quadtree import balance
+from jaxpapers.amr._quadtree import build_quadtree
+from jaxpapers.amr._quadtree import check_budget
+from jaxpapers.amr._quadtree import Geometry
+from jaxpapers.amr._quadtree import leaf_coordinates
+from jaxpapers.amr._quadtree import make_geometry
+from jaxpapers.amr._quadtree import Quadtree
+from jaxpapers.amr._quadtree import truncate
+from jaxpapers.amr._regrid import regrid
+from jaxpapers.amr._rollout import bucket_size
+from jaxpapers.amr._rollout import build_meshes
+from jaxpapers.amr._rollout import finest_pixels
+from jaxpapers.amr._rollout import MeshConfig
+from jaxpapers.amr._rollout import native_rollout
+from jaxpapers.amr._rollout import quadtree_rollout
+from jaxpapers.amr._rollout import regrid_native
+from jaxpapers.amr._rollout import RolloutStep
+from jaxpapers.amr._rollout import uniform_rollout
+from jaxpapers.amr._rope import rope_3d
+from jaxpapers.amr._tokens import detokenize
+from jaxpapers.amr._tokens import tokenize
+from jaxpapers.amr._training import batch_loss
+from jaxpapers.amr._training import pushforward_loss
+from jaxpapers.amr._training import relative_l2
+from jaxpapers.amr._training import residual_step
+from jaxpapers.amr._training import sample_batch
+from jaxpapers.amr._training import trajectory_meshes
+from jaxpapers.amr._training import train_steps
+from jaxpapers.amr._training import TrainingBatch
+from jaxpapers.amr._vit import BackboneConfig
+from jaxpapers.amr._vit import ParallelBlock
+from jaxpapers.amr._vit import patchify
+from jaxpapers.amr._vit import TokenBackbone
+from jaxpapers.amr._vit import uniform_vit_config
+from jaxpapers.amr._vit import UniformViT
+from jaxpapers.amr._vit import unpatchify
+from jaxpapers.amr._vit import WAMRViT
+from jaxpapers.amr._vit import wamrvit_config
+
+__all__ = [
+    "evaluate_rollout",
+    "model_rollout",
+    "region_of_interest",
+    "StageTimer",
+    "summarize_rollout",
+    "vrmse",
+    "ExpandBlock",
+    "NativeWAMRViT",
+    "pixel_shuffle",
+    "ShrinkBlock",
+    "swiglu",
+    "balance",
+    "build_quadtree",
+    "check_budget",
+    "Geometry",
+    "leaf_coordinates",
+    "make_geometry",
+    "Quadtree",
+    "truncate",
+    "regrid",
+    "bucket_size",
+    "build_meshes",
+    "finest_pixels",
+    "MeshConfig",
+    "native_rollout",
+    "quadtree_rollout",
+    "regrid_native",
+    "RolloutStep",
+    "uniform_rollout",
+    "rope_3d",
+    "detokenize",
+    "tokenize",
+    "batch_loss",
+    "pushforward_loss",
+    "relative_l2",
+    "residual_step",
+    "sample_batch",
+    "trajectory_meshes",
+    "train_steps",
+    "TrainingBatch",
+    "BackboneConfig",
+    "ParallelBlock",
+    "patchify",
+    "TokenBackbone",
+    "uniform_vit_config",
+    "UniformViT",
+    "unpatchify",
+    "WAMRViT",
+    "wamrvit_config",
+]
+
+_deprecation.install(__name__)

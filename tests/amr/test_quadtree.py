@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxpapers import amr
-from jaxpapers.amr import reference
+from jaxpapers.amr import _reference as reference
 
 
 def _discs(shape, centres, radius, channels=1):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxpapers import amr
-from jaxpapers.amr import reference
+from jaxpapers.amr import _reference as reference
 
 GEOMETRY = amr.make_geometry((32, 32), 2, 3)
 BUDGET = GEOMETRY.num_finest_cells

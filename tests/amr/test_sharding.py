@@ -29,7 +29,7 @@ MESH = amr.MeshConfig(patch=2, max_level=1, tol_frac=0.1, max_passes=2,
 _FIELDS = jnp.zeros((4, 8, 8, 1)).at[:, 1, 5].set(1.0).at[1, 6, 2].set(2.0)
 _TREES = amr.build_meshes(_FIELDS, MESH)
 _TOKENS = jax.vmap(amr.tokenize)(_FIELDS, _TREES)
-_NATIVE = amr.training.native_tokens(_FIELDS, _TREES)
+_NATIVE = amr._training.native_tokens(_FIELDS, _TREES)
 _CONFIG = amr.wamrvit_config((2, 2), 1, 1, (4, 4), d_model=16, num_heads=1,
                              num_layers=1, mlp_ratio=1)
 _DATA = jax.P("data")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from jaxpapers import auctions
-from jaxpapers.auctions import dp_oracle
-from jaxpapers.auctions import environment as env_lib
-from jaxpapers.auctions import mpc
-from jaxpapers.auctions import myopic
-from jaxpapers.auctions import ppo
+from jaxpapers.auctions import _dp_oracle as dp_oracle
+from jaxpapers.auctions import _environment as env_lib
+from jaxpapers.auctions import _mpc as mpc
+from jaxpapers.auctions import _myopic as myopic
+from jaxpapers.auctions import _ppo as ppo
 
 _PARAMS = auctions.EnvParams(horizon=2.0, base_intensity=3.0)
 _OBS, _STATE = auctions.reset(jax.random.key(0), _PARAMS)

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from jaxpapers.auctions import environment as env_lib
-from jaxpapers.auctions import myopic
+from jaxpapers.auctions import _environment as env_lib
+from jaxpapers.auctions import _myopic as myopic
 
 SMALL = env_lib.EnvParams(horizon=2.0, base_intensity=8.0)
 # One compiled episode for every shading (theta is traced).

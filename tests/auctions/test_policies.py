@@ -10,10 +10,10 @@ from scipy import integrate
 from scipy import optimize
 from scipy import stats
 
-from jaxpapers.auctions import dp_oracle
-from jaxpapers.auctions import environment as env_lib
-from jaxpapers.auctions import mpc
-from jaxpapers.auctions import myopic
+from jaxpapers.auctions import _dp_oracle as dp_oracle
+from jaxpapers.auctions import _environment as env_lib
+from jaxpapers.auctions import _mpc as mpc
+from jaxpapers.auctions import _myopic as myopic
 
 SMALL = dict(horizon=2.0, base_intensity=8.0)
 FAST_MPC = dict(num_rollouts=8, horizon=1.0)

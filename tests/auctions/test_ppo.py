@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.auctions import environment as env_lib
-from jaxpapers.auctions import ppo
+from jaxpapers.auctions import _environment as env_lib
+from jaxpapers.auctions import _ppo as ppo
 
 
 def _numpy_gae(reward, value, active, gamma, lam):

@@ -15,11 +15,11 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers import auctions
-from jaxpapers.auctions import dp_oracle
-from jaxpapers.auctions import environment as env_lib
-from jaxpapers.auctions import mpc
-from jaxpapers.auctions import myopic
-from jaxpapers.auctions import ppo
+from jaxpapers.auctions import _dp_oracle as dp_oracle
+from jaxpapers.auctions import _environment as env_lib
+from jaxpapers.auctions import _mpc as mpc
+from jaxpapers.auctions import _myopic as myopic
+from jaxpapers.auctions import _ppo as ppo
 from tests import sharding_checks
 
 # 12 candidate slots per episode, 8 episodes, 8 points per bid grid row.
@@ -214,70 +214,70 @@ _CONTEXT_INPUTS = (_SORTED_TIMES, _WON, _SORTED_TIMES + 0.5)
 CASES = {
     "auctions.reset+auctions.step": (
         _episodes, (_KEYS, jnp.linspace(0.2, 1.0, B)), (_DATA, _DATA)),
-    "auctions.environment.intensity+auctions.environment.competing_log_mean"
-    "+auctions.environment.win_probability": (
+    "auctions.intensity+auctions.competing_log_mean"
+    "+auctions.win_probability": (
         _market, (_TIMES, _BIDS), (_GRID, _GRID)),
-    "auctions.environment.context_prefix+auctions.environment.combine"
-    "+auctions.environment.win_context+auctions.environment.identity_context"
-    "+auctions.environment.exposure+auctions.environment.kernel": (
+    "auctions.context_prefix+auctions.combine"
+    "+auctions.win_context+auctions.identity_context"
+    "+auctions.exposure+auctions.kernel": (
         _contexts, _CONTEXT_INPUTS, (_GRID,) * 3),
-    "auctions.environment.sample_arrivals": (
+    "auctions.sample_arrivals": (
         _arrivals, (_KEYS, jnp.linspace(0.0, 20.0, B)), (_DATA, _DATA)),
-    "auctions.environment.resolve": (
+    "auctions.resolve": (
         _resolve, (*_CONTEXT_INPUTS, _BIDS + 0.5, _BIDS[::-1], _BIDS),
         (_GRID,) * 6),
-    "auctions.myopic.first_price_bid+auctions.myopic.first_price_bid_fast"
-    "+auctions.myopic.myopic_bid": (
+    "auctions.first_price_bid+auctions.first_price_bid_fast"
+    "+auctions.myopic_bid": (
         _myopic_bids, (_BIDS, _TIMES), (_GRID, _GRID)),
-    "auctions.myopic.myopic_valuation+auctions.myopic.fixed_shading": (
+    "auctions.myopic_valuation+auctions.fixed_shading": (
         _policies, (_OBS, jnp.linspace(0.5, 1.2, B)), (_DATA, _DATA)),
-    "auctions.myopic.run_episode+auctions.myopic.run_from"
-    "+auctions.environment.scan_episode": (
+    "auctions.run_myopic_episode+auctions.run_myopic_from"
+    "+auctions.scan_episode": (
         _myopic_episodes, (_KEYS,), (_DATA,)),
-    "auctions.myopic.best_fixed_shading": (
+    "auctions.best_fixed_shading": (
         lambda key, thetas: myopic.best_fixed_shading(key, _PARAMS, thetas),
         (_KEYS[0], jnp.linspace(0.4, 1.2, B)), (None, _DATA)),
     # Seeds data-parallel around the function's own vmap over thetas.
-    "auctions.myopic.run_episode+auctions.myopic.best_fixed_shading": (
+    "auctions.run_myopic_episode+auctions.best_fixed_shading": (
         _best_fixed_shading_seeds, (_KEYS[:4], jnp.linspace(0.4, 1.2, B)),
         (_DATA, None)),
     # ... with the thetas over "model" as well: two vmaps on two mesh axes.
-    "auctions.myopic.best_fixed_shading+auctions.myopic.run_episode": (
+    "auctions.best_fixed_shading+auctions.run_myopic_episode": (
         _best_fixed_shading_seeds, (_KEYS[:4], jnp.linspace(0.4, 1.2, B)),
         (_DATA, jax.P("model"))),
-    "auctions.dp_oracle.expected_surplus+auctions.dp_oracle.saturation": (
+    "auctions.expected_surplus+auctions.oracle_saturation": (
         _surplus, (_BIDS, _COUNTS), (_GRID, _GRID)),
-    "auctions.dp_oracle.value_table": (
+    "auctions.oracle_value_table": (
         _value_table, _QUADRATURE, (jax.P("model"), jax.P("model"))),
-    "auctions.dp_oracle.run_oracle_from+auctions.dp_oracle.oracle_bid": (
+    "auctions.run_oracle_from+auctions.oracle_bid": (
         _oracle, (_ORACLE_STATES, _ORACLE_OBS, _ORACLE_TABLE, _BIDS,
                   _COUNTS, _REMAINING),
         (_DATA, _DATA, None, _GRID, _GRID, _GRID)),
-    "auctions.mpc.sample_futures+auctions.mpc.plan": (
+    "auctions.sample_futures+auctions.plan": (
         _plans, (_KEYS, _OBS), (_DATA, _DATA)),
-    "auctions.mpc.rollout_returns+auctions.mpc.plan_grid"
-    "+auctions.mpc.plan_cem": (
+    "auctions.rollout_returns+auctions.plan_grid"
+    "+auctions.plan_cem": (
         _rollouts, (_FUTURES, jax.tree.map(lambda x: x[0], _OBS.context),
                     jax.random.key(8)),
         (_FUTURE_SPECS, None, None)),
-    "auctions.mpc.run_mpc_episode+auctions.mpc.run_mpc_from": (
+    "auctions.run_mpc_episode+auctions.run_mpc_from": (
         _mpc_episodes, (_KEYS[:2],), (_DATA,)),
-    "auctions.ppo.init": (
+    "auctions.ppo_init": (
         jax.vmap(lambda k: ppo.init(k, _PPO)), (_KEYS,), (_DATA,)),
-    "auctions.ppo.features+auctions.ppo.shading+auctions.ppo.greedy_policy": (
+    "auctions.ppo_features+auctions.ppo_shading+auctions.ppo_greedy_policy": (
         _ppo_policy, (_PPO_PARAMS, _OBS, jnp.linspace(-2.0, 2.0, B)),
         (_PPO_SPECS, _DATA, _DATA)),
-    "auctions.ppo.collect": (
+    "auctions.ppo_collect": (
         lambda key, p: ppo.collect(key, p, _PARAMS, _PPO),
         (jax.random.key(7), _PPO_PARAMS), (None, _PPO_SPECS)),
-    "auctions.ppo.loss": (
+    "auctions.ppo_loss": (
         _ppo_loss, (_PPO_PARAMS, _PPO_BATCH), (_PPO_SPECS, _DATA)),
-    "auctions.ppo.train": (_ppo_train, (_KEYS[0],), (None,)),
+    "auctions.ppo_train": (_ppo_train, (_KEYS[0],), (None,)),
     # Seeds data-parallel around train's and collect's own vmap over
     # environments.
-    "auctions.ppo.collect+auctions.ppo.features": (
+    "auctions.ppo_collect+auctions.ppo_features": (
         _ppo_collect_seeds, (_KEYS[:2], _PPO_PARAMS), (_DATA, _PPO_SPECS)),
-    "auctions.ppo.train+auctions.ppo.collect": (
+    "auctions.ppo_train+auctions.ppo_collect": (
         _ppo_train_seeds, (_KEYS[:2],), (_DATA,)),
 }
 
@@ -286,47 +286,47 @@ NOT_SHARDED = {
                           " validated at construction",
     "auctions.MPCConfig": "a static config dataclass of Python numbers,"
                           " validated at construction",
-    "auctions.ppo.PPOConfig": "a static config dataclass of Python numbers,"
+    "auctions.PPOConfig": "a static config dataclass of Python numbers,"
                               " validated at construction",
-    "auctions.environment.num_slots": "a Python int (a static shape) from"
+    "auctions.num_slots": "a Python int (a static shape) from"
                                       " EnvParams and a Python duration",
-    "auctions.environment.integrated_intensity": (
+    "auctions.integrated_intensity": (
         "a closed form in Python floats of EnvParams and two Python times"),
-    "auctions.dp_oracle.check_setting": "validates EnvParams, no arrays",
-    "auctions.environment.check_params": "a type check of EnvParams, no arrays",
-    "auctions.dp_oracle.lognormal_quadrature": (
+    "auctions.check_oracle_setting": "validates EnvParams, no arrays",
+    "auctions.check_params": "a type check of EnvParams, no arrays",
+    "auctions.lognormal_quadrature": (
         "host-side NumPy Gauss-Hermite nodes from Python floats"),
-    "auctions.ppo.optimizer": "builds an optax transformation from PPOConfig",
+    "auctions.ppo_optimizer": "builds an optax transformation from PPOConfig",
 }
 
 
 # Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
-    "auctions.mpc.run_mpc_episode+auctions.mpc.run_mpc_from": ("Explicit",),
-    "auctions.myopic.best_fixed_shading": ("Explicit",),
-    "auctions.myopic.best_fixed_shading+auctions.myopic.run_episode":
+    "auctions.run_mpc_episode+auctions.run_mpc_from": ("Explicit",),
+    "auctions.best_fixed_shading": ("Explicit",),
+    "auctions.best_fixed_shading+auctions.run_myopic_episode":
         ("Explicit",),
-    "auctions.myopic.run_episode+auctions.myopic.best_fixed_shading":
+    "auctions.run_myopic_episode+auctions.best_fixed_shading":
         ("Explicit",),
-    "auctions.myopic.run_episode+auctions.myopic.run_from"
-    "+auctions.environment.scan_episode": ("Explicit",),
-    "auctions.ppo.collect": ("Explicit",),
-    "auctions.ppo.collect+auctions.ppo.features": ("Explicit",),
-    "auctions.ppo.loss": ("Auto", "Explicit"),
-    "auctions.ppo.train": ("Explicit",),
-    "auctions.ppo.train+auctions.ppo.collect": ("Explicit",),
+    "auctions.run_myopic_episode+auctions.run_myopic_from"
+    "+auctions.scan_episode": ("Explicit",),
+    "auctions.ppo_collect": ("Explicit",),
+    "auctions.ppo_collect+auctions.ppo_features": ("Explicit",),
+    "auctions.ppo_loss": ("Auto", "Explicit"),
+    "auctions.ppo_train": ("Explicit",),
+    "auctions.ppo_train+auctions.ppo_collect": ("Explicit",),
     "auctions.reset+auctions.step": ("Explicit",),
 }
 # Numeric cases of 1.5 s or more: the slow suite, which CI runs.
 SLOW_CASES = {
-    "auctions.mpc.run_mpc_episode+auctions.mpc.run_mpc_from",
-    "auctions.myopic.best_fixed_shading+auctions.myopic.run_episode",
-    "auctions.myopic.run_episode+auctions.myopic.run_from"
-    "+auctions.environment.scan_episode",
-    "auctions.ppo.collect",
-    "auctions.ppo.collect+auctions.ppo.features",
-    "auctions.ppo.train",
-    "auctions.ppo.train+auctions.ppo.collect",
+    "auctions.run_mpc_episode+auctions.run_mpc_from",
+    "auctions.best_fixed_shading+auctions.run_myopic_episode",
+    "auctions.run_myopic_episode+auctions.run_myopic_from"
+    "+auctions.scan_episode",
+    "auctions.ppo_collect",
+    "auctions.ppo_collect+auctions.ppo_features",
+    "auctions.ppo_train",
+    "auctions.ppo_train+auctions.ppo_collect",
     "auctions.reset+auctions.step",
 }
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from jaxpapers.data import multidomain
-from jaxpapers.data import text
+from jaxpapers.data import _multidomain as multidomain
+from jaxpapers.data import _text as text
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ def test_unknown_series_is_a_named_error():
 
 
 def test_lorenz96_rk4_matches_scipy_and_keeps_its_equilibrium():
-  from jaxpapers.data import series  # pylint: disable=g-import-not-at-top
+  from jaxpapers.data import _series as series  # pylint: disable=g-import-not-at-top
   x0 = 8.0 + 0.5 * np.sin(np.arange(6.0))
   ours = series.lorenz96_trajectory(jnp.asarray(x0, jnp.float32), 8.0, 0.01,
                                     num_samples=5, observe_every=10)

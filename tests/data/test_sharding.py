@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from jaxpapers import data
-from jaxpapers.data import multidomain
-from jaxpapers.data import text
+from jaxpapers.data import _multidomain as multidomain
+from jaxpapers.data import _text as text
 from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
@@ -70,14 +70,14 @@ CASES = {
         lambda key, d: data.sample_minibatches(key, d, 4, 8),
         (jax.random.key(1), _DATA), (None, _DATA_SPECS)),
     # The batch sharded along "data", along the sequence ("model"), and both.
-    "data.text.segment_ids": (
+    "data.segment_ids": (
         _segment_ids_both_ways, (_TOKENS_BxL,) * 3,
         (jax.P("data"), jax.P(None, "model"), jax.P("data", "model"))),
-    "data.text.sample_windows": (
+    "data.sample_windows": (
         jax.vmap(lambda key, tokens: text.sample_windows(key, tokens, 4, 8),
                  in_axes=(0, None)),
         (_KEYS, _STREAM), (jax.P("data"), jax.P("model"))),
-    "data.multidomain.consecutive_windows": (
+    "data.consecutive_windows": (
         lambda tokens: multidomain.consecutive_windows(tokens, 8, 5),
         (_STREAM,), (jax.P("data"),)),
 }
@@ -99,28 +99,28 @@ NOT_SHARDED = {
         "host-side numpy on concrete values (not jittable); checked on sharded"
         " device arrays by"
         " tests/data/test_sharding.py::test_host_functions_take_sharded_arrays",
-    "data.text.python_docs_documents": "returns the Python strings of"
+    "data.python_docs_documents": "returns the Python strings of"
                                        " pydoc_data.topics; takes no arrays",
-    "data.text.python_source_documents": "reads the standard library's .py"
+    "data.python_source_documents": "reads the standard library's .py"
                                          " files into Python strings; takes"
                                          " a Python count, no arrays",
-    "data.text.provenance": "formats a Python string from a name; takes no"
+    "data.text_provenance": "formats a Python string from a name; takes no"
                             " arrays",
-    "data.text.encode_documents": "packs Python strings into host numpy"
+    "data.encode_documents": "packs Python strings into host numpy"
                                   " bytes; takes no arrays",
-    "data.text.split_documents": "splits a list of Python strings with a"
+    "data.split_documents": "splits a list of Python strings with a"
                                  " Python seed; takes no arrays",
-    "data.multidomain.csv_texts": "returns the CSV text of statsmodels'"
+    "data.csv_texts": "returns the CSV text of statsmodels'"
                                   " bundled data sets; takes no arrays",
-    "data.multidomain.arithmetic_document": "writes a Python string from a"
+    "data.arithmetic_document": "writes a Python string from a"
                                             " host numpy Generator; takes no"
                                             " arrays",
-    "data.multidomain.chunk_texts": "cuts Python strings with a host numpy"
+    "data.chunk_texts": "cuts Python strings with a host numpy"
                                     " Generator; takes no arrays",
-    "data.multidomain.load_multidomain": "loads shipped files and generated"
+    "data.load_multidomain": "loads shipped files and generated"
                                          " text into Python strings; takes"
                                          " no arrays",
-    "data.multidomain.interleaved_tokens": "shuffles and packs Python strings"
+    "data.interleaved_tokens": "shuffles and packs Python strings"
                                            " into host numpy; takes no"
                                            " arrays",
 }
@@ -128,7 +128,7 @@ NOT_SHARDED = {
 
 # Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
-    "data.multidomain.consecutive_windows": ("Auto", "Explicit"),
+    "data.consecutive_windows": ("Auto", "Explicit"),
 }
 
 

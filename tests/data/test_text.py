@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.data import text
+from jaxpapers.data import _text as text
 
 
 def test_encode_appends_eos_and_roundtrips():

@@ -7,7 +7,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from jaxpapers import detection
-from jaxpapers.detection import blobs
+from jaxpapers.detection import _blobs as blobs
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 from jaxpapers import detection
-from jaxpapers.detection import blobs
+from jaxpapers.detection import _blobs as blobs
 
 _box = jnp.array([[0.0, 0.0, 2.0, 2.0]])
 _scores = jnp.array([0.9, 0.5, 0.1])

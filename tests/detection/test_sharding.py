@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers import detection
-from jaxpapers.detection import blobs
+from jaxpapers.detection import _blobs as blobs
 from tests import sharding_checks
 
 _rng = np.random.default_rng(0)
@@ -114,18 +114,18 @@ CASES = {
                                  (jax.P("data", None, "model"),)),
     "detection.check_scores+detection.soft_count+detection.budget_from_count": (
         _counted_budgets, (_SCORES_BxN,), (jax.P("data", "model"),)),
-    "detection.blobs.blob_images": (
+    "detection.blob_images": (
         _blob_images, (jax.random.split(jax.random.key(1), 4),), (_DATA,)),
-    "detection.blobs.log_proposals": (
+    "detection.log_proposals": (
         blobs.log_proposals, (_BLOBS.images,), (jax.P("data", "model"),)),
-    "detection.blobs.proposal_labels": (
+    "detection.proposal_labels": (
         lambda proposals, data: blobs.proposal_labels(proposals, data, 0.3),
         (_PROPOSALS, _BLOBS),
         (_PROPOSAL_SPECS, _BLOB_SPECS)),
-    "detection.blobs.fit_calibration": (
+    "detection.fit_calibration": (
         lambda r, y: blobs.fit_calibration(r, y, num_newton_steps=3),
         (_RESPONSE_M, _LABELS_M), (jax.P("model"), jax.P("model"))),
-    "detection.blobs.proposal_scores": (
+    "detection.proposal_scores": (
         blobs.proposal_scores, (_CALIBRATION, _PROPOSALS),
         (None, _PROPOSAL_SPECS)),
 }
@@ -133,7 +133,7 @@ CASES = {
 
 # Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
-    "detection.blobs.proposal_labels": ("Explicit",),
+    "detection.proposal_labels": ("Explicit",),
     "detection.confidences+detection.dq_detr+detection.share_batch_max+"
     "detection.top_k_queries": ("Auto",),
 }

@@ -140,13 +140,13 @@ def test_results_the_signals_cannot_read_are_findings_not_rows(tmp_path):
 
 def test_version_findings_of_known_and_unknown_versions():
   record = _valid()
-  assert evalcards.schema.version_findings(record) == []
+  assert evalcards._schema.version_findings(record) == []
   older = dict(record, schema_version="0.2.2")
-  (first,) = evalcards.schema.version_findings(older)
+  (first,) = evalcards._schema.version_findings(older)
   assert first.startswith("schema_version: '0.2.2' is not a version known")
   # A 0.3.0 record that violates 0.3.0 gets the violations, no version note.
   broken = dict(record, extra=1)
-  assert evalcards.schema.version_findings(broken) == [
+  assert evalcards._schema.version_findings(broken) == [
       "<record>: Additional properties are not allowed ('extra' was"
       " unexpected)"]
 

@@ -157,9 +157,9 @@ def test_repro_fields_round_trip_through_source_metadata():
   assert details["jaxpapers_repro.platform.device_count"] == "2"
   assert details["jaxpapers_repro.x64"] == "true"
   assert "jaxpapers_repro" not in record  # no block outside the schema
-  assert evalcards.records.read_repro(record) == dict(
+  assert evalcards._records.read_repro(record) == dict(
       repro, platform={"backend": "cpu", "device_count": "2"})
-  assert evalcards.records.read_repro(_record("them", [1.0])) is None
+  assert evalcards._records.read_repro(_record("them", [1.0])) is None
 
 
 def test_corpus_shares_and_missingness():

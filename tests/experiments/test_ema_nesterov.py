@@ -8,7 +8,7 @@ import pytest
 from experiments import ema_nesterov
 from experiments import harness
 from jaxpapers import models
-from jaxpapers.models import language_model
+from jaxpapers.models import _language_model as language_model
 from tests import binaries
 from experiments.configs import ema_nesterov as ema_config
 

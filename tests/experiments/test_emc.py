@@ -8,7 +8,7 @@ import pytest
 
 from experiments import emc
 from experiments import harness
-from jaxpapers.graph import tta
+from jaxpapers.graph import _tta as tta
 from tests import binaries
 from experiments.configs import emc as emc_config
 

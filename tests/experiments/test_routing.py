@@ -7,7 +7,7 @@ from experiments import harness
 from experiments import routing
 from tests import binaries
 from experiments.configs import routing as routing_config
-from jaxpapers.routing import lehd
+from jaxpapers.routing import _lehd as lehd
 
 
 def _refuses(config):

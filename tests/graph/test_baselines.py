@@ -5,11 +5,11 @@ import numpy as np
 import optax
 import pytest
 
-from jaxpapers.graph import baselines
-from jaxpapers.graph import domains
-from jaxpapers.graph import gcn
-from jaxpapers.graph import graphs
-from jaxpapers.graph import tta
+from jaxpapers.graph import _baselines as baselines
+from jaxpapers.graph import _domains as domains
+from jaxpapers.graph import _gcn as gcn
+from jaxpapers.graph import _graphs as graphs
+from jaxpapers.graph import _tta as tta
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from jaxpapers import graph
-from jaxpapers.graph import baselines
-from jaxpapers.graph import domains
-from jaxpapers.graph import emc
-from jaxpapers.graph import gcn
-from jaxpapers.graph import generative_memory
-from jaxpapers.graph import graphs
-from jaxpapers.graph import tta
+from jaxpapers.graph import _baselines as baselines
+from jaxpapers.graph import _domains as domains
+from jaxpapers.graph import _emc as emc
+from jaxpapers.graph import _gcn as gcn
+from jaxpapers.graph import _generative_memory as generative_memory
+from jaxpapers.graph import _graphs as graphs
+from jaxpapers.graph import _tta as tta
 
 
 def _path(num_nodes=4, weights=None):

@@ -3,7 +3,7 @@
 import numpy as np
 
 from jaxpapers.data import load_digits
-from jaxpapers.graph import domains
+from jaxpapers.graph import _domains as domains
 
 
 def _check_undirected(graph):

@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 import numpy as np
 import pytest
 
-from jaxpapers.graph import domains
-from jaxpapers.graph import emc
-from jaxpapers.graph import gcn
-from jaxpapers.graph import graphs
+from jaxpapers.graph import _domains as domains
+from jaxpapers.graph import _emc as emc
+from jaxpapers.graph import _gcn as gcn
+from jaxpapers.graph import _graphs as graphs
 
 WIDTH = 8
 # Eager calls would compile every primitive separately.

@@ -4,9 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from jaxpapers.graph import domains
-from jaxpapers.graph import gcn
-from jaxpapers.graph import graphs
+from jaxpapers.graph import _domains as domains
+from jaxpapers.graph import _gcn as gcn
+from jaxpapers.graph import _graphs as graphs
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxpapers import graph as graph_lib
-from jaxpapers.graph import graphs
+from jaxpapers.graph import _graphs as graphs
 
 
 def _random_graph(seed, num_nodes=7, num_features=3, num_edges=10, weighted=False):

@@ -15,12 +15,12 @@ import optax
 import pytest
 
 from jaxpapers import graph
-from jaxpapers.graph import baselines
-from jaxpapers.graph import domains
-from jaxpapers.graph import emc
-from jaxpapers.graph import gcn
-from jaxpapers.graph import generative_memory
-from jaxpapers.graph import tta
+from jaxpapers.graph import _baselines as baselines
+from jaxpapers.graph import _domains as domains
+from jaxpapers.graph import _emc as emc
+from jaxpapers.graph import _gcn as gcn
+from jaxpapers.graph import _generative_memory as generative_memory
+from jaxpapers.graph import _tta as tta
 from tests import nnx_sharding
 from tests import sharding_checks
 
@@ -211,67 +211,67 @@ CASES = {
     "graph.gcn_propagate": (
         _propagated, (_TARGET, _f32(_NUM_NODES, 8)),
         (_GRAPH_SPECS, _NODES_BY_FEATURES)),
-    "graph.gcn.init_gcn": (
+    "graph.init_gcn": (
         lambda key: gcn.init_gcn(key, 8, 4, hidden=8), (jax.random.key(3),),
         (None,)),
-    "graph.gcn.embed+graph.gcn.embed_with_graph_stats+graph.gcn.classify"
-    "+graph.gcn.log_probs+graph.gcn.masked_accuracy": (
+    "graph.embed+graph.embed_with_graph_stats+graph.classify"
+    "+graph.log_probs+graph.masked_accuracy": (
         _gcn_forward, (_MODEL, _TARGET, _LABELS),
         (_on_model(_MODEL), _GRAPH_SPECS, _NODES)),
     # FSDP: the parameters sharded along the nodes' own mesh axis.
-    "graph.gcn.classify+graph.gcn.embed_with_graph_stats": (
+    "graph.classify+graph.embed_with_graph_stats": (
         _gcn_forward, (_MODEL, _TARGET, _LABELS),
         (nnx_sharding.fsdp_specs(_MODEL), _GRAPH_SPECS, _NODES)),
-    "graph.baselines.frozen": (
+    "graph.frozen": (
         _adapted(baselines.frozen()), (_MODEL, _SOURCE, _TARGET),
         (_on_model(_MODEL), _GRAPH_SPECS, _GRAPH_SPECS)),
-    "graph.baselines.tent": (
+    "graph.tent": (
         _adapted(baselines.tent()), (_MODEL, _SOURCE, _TARGET),
         (_on_model(_MODEL), _GRAPH_SPECS, _GRAPH_SPECS)),
-    "graph.baselines.im_adaptation": (
+    "graph.im_adaptation": (
         _adapted(baselines.im_adaptation()), (_MODEL, _SOURCE, _TARGET),
         (_on_model(_MODEL), _GRAPH_SPECS, _GRAPH_SPECS)),
-    "graph.baselines.im_step": (
+    "graph.im_step": (
         _im_step, (_MODEL, _MODEL.params, _TARGET),
         (_on_model(_MODEL), _on_model(_MODEL.params), _GRAPH_SPECS)),
-    "graph.tta.adam_l2": (
+    "graph.adam_l2": (
         _adam_l2_step,
         (_MODEL.params, jax.tree.map(lambda p: _f32(*p.shape), _MODEL.params)),
         (_on_model(_MODEL.params),) * 2),
-    "graph.tta.information_maximization": (
+    "graph.information_maximization": (
         lambda logits, mask: tta.information_maximization(logits, mask, 0.1),
         (_f32(_NUM_NODES, 4), graph.node_mask(_TARGET)),
         (_NODES_BY_FEATURES, _NODES)),
-    "graph.emc.confident_nodes+graph.emc.crystallize"
-    "+graph.emc.memory_objective+graph.emc.prototype_scores"
-    "+graph.emc.evolve_prior": (
+    "graph.confident_nodes+graph.crystallize"
+    "+graph.memory_objective+graph.prototype_scores"
+    "+graph.evolve_prior": (
         _emc_pieces,
         (_f32(_NUM_NODES, 8), jax.nn.log_softmax(3.0 * _f32(_NUM_NODES, 4)),
          graph.node_mask(_TARGET), _f32(*_EMC.memory.shape)),
         (_NODES_BY_FEATURES, _NODES_BY_FEATURES, _NODES,
          jax.P(None, "model"))),
-    "graph.emc.update+graph.emc.predict": (
+    "graph.emc_update+graph.emc_predict": (
         _emc_step, (_EMC, _TARGET), (_on_model(_EMC), _GRAPH_SPECS)),
-    "graph.emc.predict+graph.emc.update": (
+    "graph.emc_predict+graph.emc_update": (
         _emc_step, (_EMC, _TARGET), (nnx_sharding.fsdp_specs(_EMC), _GRAPH_SPECS)),
     # The slots over "model" and the nodes over "data": node-by-slot
     # products and masks broadcast the two, and the transition prior
     # multiplies slots by slots.
-    "graph.emc.evolve_prior+graph.emc.update+graph.emc.predict": (
+    "graph.evolve_prior+graph.emc_update+graph.emc_predict": (
         _emc_step, (_EMC_TRANSITION, _TARGET), (_SLOTS_ON_MODEL, _GRAPH_SPECS)),
-    "graph.generative_memory.init_generator+graph.generative_memory.encode"
-    "+graph.generative_memory.edge_probabilities"
-    "+graph.generative_memory.decode": (
+    "graph.init_generator+graph.generative_memory_encode"
+    "+graph.edge_probabilities"
+    "+graph.generative_memory_decode": (
         _generator, (jax.random.key(4), _f32(4, 8), _TARGET),
         (None, jax.P(None, "model"), _GRAPH_SPECS)),
     # Adam's first step scales every gradient to about +-lr, so a weight
     # whose gradient (through the generator's gradient matching) is near its
     # rounding error moves by up to ~1e-5 with the summation order.
-    "graph.generative_memory.update+graph.generative_memory.predict": (
+    "graph.generative_memory_update+graph.generative_memory_predict": (
         _memory_step, (_MEMORY_STATE, _TARGET),
         (_on_model(_MEMORY_STATE), _GRAPH_SPECS), {"rtol": 1e-3, "atol": 1e-4}),
     # The stored memories' leading axis, which the replay scans, over "data".
-    "graph.generative_memory.predict+graph.generative_memory.update": (
+    "graph.generative_memory_predict+graph.generative_memory_update": (
         _memory_step, (_MEMORY_STATE, _TARGET),
         (_MEMORIES_ON_DATA, _GRAPH_SPECS), {"rtol": 1e-3, "atol": 1e-4}),
 }
@@ -294,45 +294,45 @@ NOT_SHARDED = {
                        " pad_with_graphs, concrete counts)",
     "graph.pad_to_common_size": "host-side padding of a list of graphs to"
                                 " static sizes (concrete counts)",
-    "graph.domains.csbm_sequence": "takes Python numbers only; a host numpy"
+    "graph.csbm_sequence": "takes Python numbers only; a host numpy"
                                    " generator of domain sequences",
-    "graph.domains.digits_sequence": "takes Python numbers only; a host numpy"
+    "graph.digits_sequence": "takes Python numbers only; a host numpy"
                                      " generator of domain sequences",
-    "graph.emc.EMCOptions": "a static config dataclass of Python numbers and"
+    "graph.EMCOptions": "a static config dataclass of Python numbers and"
                             " strings",
-    "graph.generative_memory.GenerativeMemoryOptions": (
+    "graph.GenerativeMemoryOptions": (
         "a static config dataclass of Python numbers"),
-    "graph.domains.knn_edges": _HOST_HELPERS,
-    "graph.domains.PaddedDomains": _HOST_HELPERS,
-    "graph.emc.slot_budget": _HOST_HELPERS,
-    "graph.tta.accuracy_matrix": _HOST_HELPERS,
-    "graph.tta.average_performance": _HOST_HELPERS,
-    "graph.tta.forgetting": _HOST_HELPERS,
-    "graph.tta.continual_metrics": _HOST_HELPERS,
-    "graph.gcn.fit_source": _HOST_RUNS,
-    "graph.emc.init": _HOST_RUNS,
-    "graph.emc.adapter": _HOST_RUNS,
-    "graph.generative_memory.generative_memory": _HOST_RUNS,
-    "graph.tta.adapt_sequence": _HOST_RUNS,
-    "graph.tta.evaluate_run": _HOST_RUNS,
+    "graph.knn_edges": _HOST_HELPERS,
+    "graph.PaddedDomains": _HOST_HELPERS,
+    "graph.slot_budget": _HOST_HELPERS,
+    "graph.accuracy_matrix": _HOST_HELPERS,
+    "graph.average_performance": _HOST_HELPERS,
+    "graph.forgetting": _HOST_HELPERS,
+    "graph.continual_metrics": _HOST_HELPERS,
+    "graph.fit_source": _HOST_RUNS,
+    "graph.emc_init": _HOST_RUNS,
+    "graph.emc_adapter": _HOST_RUNS,
+    "graph.generative_memory": _HOST_RUNS,
+    "graph.adapt_sequence": _HOST_RUNS,
+    "graph.evaluate_run": _HOST_RUNS,
 }
 
 
 # Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
-    "graph.baselines.im_adaptation": ("Explicit",),
-    "graph.baselines.im_step": ("Explicit",),
-    "graph.generative_memory.predict+graph.generative_memory.update":
+    "graph.im_adaptation": ("Explicit",),
+    "graph.im_step": ("Explicit",),
+    "graph.generative_memory_predict+graph.generative_memory_update":
         ("Explicit",),
-    "graph.generative_memory.update+graph.generative_memory.predict":
+    "graph.generative_memory_update+graph.generative_memory_predict":
         ("Explicit",),
     "graph.zero_out_padding": ("Auto",),
 }
 # Numeric cases of 1.5 s or more: the slow suite, which CI runs.
 SLOW_CASES = {
-    "graph.baselines.im_adaptation",
-    "graph.generative_memory.predict+graph.generative_memory.update",
-    "graph.generative_memory.update+graph.generative_memory.predict",
+    "graph.im_adaptation",
+    "graph.generative_memory_predict+graph.generative_memory_update",
+    "graph.generative_memory_update+graph.generative_memory_predict",
 }
 
 

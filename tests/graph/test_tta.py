@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from jaxpapers import profiling
-from jaxpapers.graph import baselines
-from jaxpapers.graph import domains
-from jaxpapers.graph import gcn
-from jaxpapers.graph import tta
+from jaxpapers.graph import _baselines as baselines
+from jaxpapers.graph import _domains as domains
+from jaxpapers.graph import _gcn as gcn
+from jaxpapers.graph import _tta as tta
 
 
 def test_average_performance_and_forgetting_by_hand():

@@ -290,7 +290,7 @@ def test_a_2d_set_of_2048_points_a_side_leaves_the_windows_far_from_full():
   used_lt = np.asarray(state.cell_counts).sum(-1) > 0
   assert used_lt.mean(axis=1).max() <= 0.25  # the load the window is sized for
   longest = max(_longest_occupied_run(used_t) for used_t in used_lt)
-  assert longest < matching.quadtree.WINDOW // 2, longest
+  assert longest < matching._quadtree.WINDOW // 2, longest
 
 
 # The barrier that keeps the carry in place works with the XLA of jax 0.12;
@@ -313,7 +313,7 @@ def test_a_scan_of_updates_copies_no_capacity_sized_buffer_per_step():
   state = tree.init(jax.random.key(0))
   ops = matching.Operations(jnp.zeros(4, jnp.int32), jnp.array([0, 1, 0, 1], jnp.int32),
                             jnp.zeros(4, jnp.int32), jnp.full((4, 2), 0.5, jnp.float32))
-  hlo = matching.quadtree._compiled_apply.lower(tree, state, ops).compile().as_text()
+  hlo = matching._quadtree._compiled_apply.lower(tree, state, ops).compile().as_text()
   bodies = set(re.findall(r"body=%?([\w.\-]+)", hlo))
   assert bodies, "the updates no longer run in a while loop"
   copies, computation = [], None

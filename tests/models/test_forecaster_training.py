@@ -1,4 +1,4 @@
-"""jaxpapers.models.forecaster_training: vmapped groups train as runs trained alone would."""
+"""jaxpapers.models._forecaster_training: vmapped groups train as runs trained alone would."""
 
 import functools
 

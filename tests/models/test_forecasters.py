@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.models.forecasters import DLinear
-from jaxpapers.models.forecasters import MLPForecaster
-from jaxpapers.models.forecasters import moving_average
+from jaxpapers.models._forecasters import DLinear
+from jaxpapers.models._forecasters import MLPForecaster
+from jaxpapers.models._forecasters import moving_average
 
 
 @pytest.mark.parametrize("kernel", [1, 3, 4, 7])

@@ -224,7 +224,7 @@ NOT_SHARDED = {
                             " sharded use: the amr and routing FSDP cases)",
     "models.load_corpus": "reads text files on the host; returns numpy tokens",
     "models.validation_windows": "draws the fixed windows once, before"
-                                 " training (the draw: data.text.sample_windows's"
+                                 " training (the draw: data.sample_windows's"
                                  " case)",
     "models.wsd_schedule": "a schedule factory: takes Python step counts and"
                            " a peak, no arrays",

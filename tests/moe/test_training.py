@@ -9,7 +9,7 @@ import pytest
 
 from jaxpapers import models
 from jaxpapers import moe
-from jaxpapers.data import text
+from jaxpapers.data import _text as text
 
 TOKENS = jnp.asarray(np.random.default_rng(0).integers(0, 256, 512), jnp.int32)
 KEYS = dict(data_key=jax.random.key(1), pool_key=jax.random.key(2))

@@ -162,7 +162,7 @@ MISUSE = [
     (lambda: nesy.EnumeratedProgram(np.zeros((1, 2), np.int32),
                                     np.zeros(1, np.int32), 1), ValueError,
      "need num_symbols >= 1 and num_values >= 2"),
-    # Training (jaxpapers.nesy.training).
+    # Training (jaxpapers.nesy._training).
     (lambda: nesy.make_train_step("em_gibbs", _PROGRAM, _OPT), ValueError,
      "method must be one of"),
     (lambda: nesy.make_train_step("em_exact", 5, _OPT), TypeError,

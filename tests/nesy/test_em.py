@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxpapers import nesy
-from jaxpapers.models import mlp
+from jaxpapers.models import _mlp as mlp
 
 
 def _problem(num_digits, batch, dtype, seed=0):

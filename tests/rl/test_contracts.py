@@ -9,15 +9,15 @@ import pytest
 
 from jaxpapers import models
 from jaxpapers import rl
-from jaxpapers.rl import rollout
-from jaxpapers.rl import shell
-from jaxpapers.rl import training
+from jaxpapers.rl import _rollout as rollout
+from jaxpapers.rl import _shell as shell
+from jaxpapers.rl import _training as training
 
 _LOGITS = jnp.zeros((2, 3, 5))
 _TARGETS = jnp.zeros((2, 3), jnp.int32)
 _MASKS = rl.EchoMasks(*[jnp.ones((2, 3), jnp.bool_)] * 3)
-_SPANS = rl.shell.Spans(*[jnp.zeros((2, 1), jnp.int32)] * 8)
-_LAYOUT = shell.Layout(num_turns=2)
+_SPANS = rl.Spans(*[jnp.zeros((2, 1), jnp.int32)] * 8)
+_LAYOUT = shell.ShellLayout(num_turns=2)
 _STORE = shell.Store(jnp.zeros((2, shell.NUM_KEYS), jnp.bool_),
                      jnp.zeros((2, shell.NUM_KEYS), jnp.int32))
 _COMMANDS = jnp.zeros((2, _LAYOUT.command_len), jnp.int32)
@@ -98,11 +98,11 @@ MISUSE = [
     (lambda: rl.ppo_clip_loss(jnp.zeros((2, 3)), jnp.zeros((2, 3)),
                               jnp.zeros(2), _MASKS.action, clip_low=np.nan),
      ValueError, r"clip_low must be > 0 \(inf allowed, NaN not\)"),
-    (lambda: shell.Layout(num_turns=2.5), TypeError,
+    (lambda: shell.ShellLayout(num_turns=2.5), TypeError,
      "num_turns must be an int"),
-    (lambda: shell.Layout(command_len=2), ValueError,
+    (lambda: shell.ShellLayout(command_len=2), ValueError,
      "command_len must be an int >= 3"),
-    (lambda: shell.Layout(format_warnings=1), TypeError,
+    (lambda: shell.ShellLayout(format_warnings=1), TypeError,
      "format_warnings must be a bool"),
     # num_tasks=0 ended in numpy's stack of an empty list.
     (lambda: shell.make_tasks(0, 0, _LAYOUT), ValueError,
@@ -113,7 +113,7 @@ MISUSE = [
     (lambda: shell.make_tasks(0, 2, _LAYOUT, 1.0, 2), TypeError,
      "min_commands must be an int"),
     # A command longer than its slot ended in numpy's negative dimensions.
-    (lambda: shell.encode_command("x" * 13, shell.Layout()), ValueError,
+    (lambda: shell.encode_command("x" * 13, shell.ShellLayout()), ValueError,
      "more than the slot's command_len=12"),
     # Float tokens were truncated to ids.
     (lambda: shell.execute(shell.Store(_STORE.present[0], _STORE.value[0]),

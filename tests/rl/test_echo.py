@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.rl import echo
-from jaxpapers.rl import shell
+from jaxpapers.rl import _echo as echo
+from jaxpapers.rl import _shell as shell
 
-LAYOUT = shell.Layout(num_turns=2, format_warnings=True)
+LAYOUT = shell.ShellLayout(num_turns=2, format_warnings=True)
 
 
 def test_loss_matches_a_hand_computed_example():

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.rl import grpo
+from jaxpapers.rl import _grpo as grpo
 
 
 def _numpy_advantages(rewards, groups, std_normalize):

@@ -13,11 +13,11 @@ import optax
 import pytest
 
 from jaxpapers import models
-from jaxpapers.rl import rollout
-from jaxpapers.rl import shell
-from jaxpapers.rl import training
+from jaxpapers.rl import _rollout as rollout
+from jaxpapers.rl import _shell as shell
+from jaxpapers.rl import _training as training
 
-LAYOUT = shell.Layout(num_turns=2, format_warnings=False)
+LAYOUT = shell.ShellLayout(num_turns=2, format_warnings=False)
 
 
 def _split_model(num_layers):
@@ -75,7 +75,7 @@ def test_sampled_rollouts_replay_through_the_shell(split_model, tasks):
     np.testing.assert_array_equal(a, b)
   with pytest.raises(ValueError, match="max_len"):
     rollout.sample(nnx.merge(graphdef, params), tasks, jax.random.key(0),
-                   shell.Layout(num_turns=3), temperature=1.0)
+                   shell.ShellLayout(num_turns=3), temperature=1.0)
 
 
 # A training loop, rollout or run: 4-6 s cold (tests/README.md).

@@ -18,11 +18,11 @@ import pytest
 
 from jaxpapers import models
 from jaxpapers import rl
-from jaxpapers.rl import echo
-from jaxpapers.rl import grpo
-from jaxpapers.rl import rollout
-from jaxpapers.rl import shell
-from jaxpapers.rl import training
+from jaxpapers.rl import _echo as echo
+from jaxpapers.rl import _grpo as grpo
+from jaxpapers.rl import _rollout as rollout
+from jaxpapers.rl import _shell as shell
+from jaxpapers.rl import _training as training
 from tests import nnx_sharding
 from tests import sharding_checks
 
@@ -43,8 +43,8 @@ _SCHEDULE = rl.lambda_schedule("step_decay", 0.05, decay_steps=3)
 # The shell: two turns with warnings for the scripted policy; one turn
 # without for the policies (61 tokens: the shell's goal, command table and
 # observations have fixed widths).
-_SCRIPT_LAYOUT = shell.Layout(num_turns=2)
-_LAYOUT = shell.Layout(num_turns=1, format_warnings=False)
+_SCRIPT_LAYOUT = shell.ShellLayout(num_turns=2)
+_LAYOUT = shell.ShellLayout(num_turns=1, format_warnings=False)
 _TASKS = shell.make_tasks(0, B, _SCRIPT_LAYOUT, 1, 2)[0]
 _POOL = shell.make_tasks(1, B, _LAYOUT, 1, 1)[0]
 _TASK_SPECS = shell.Tasks(shell.Store(jax.P("data", "model"),
@@ -202,61 +202,61 @@ CASES = {
          jax.P("model"))),
     "rl.lambda_schedule": (
         _SCHEDULE, (jnp.arange(8, dtype=jnp.int32),), (jax.P("data"),)),
-    "rl.echo.span_mask+rl.echo.shift_for_next_token": (
+    "rl.span_mask+rl.shift_for_next_token": (
         _spans, (_SPANS,), (_SPAN_SPECS,)),
-    "rl.grpo.sequence_mean+rl.grpo.check_same_shape": (
+    "rl.sequence_mean+rl.check_same_shape": (
         grpo.sequence_mean, (_LOGITS[..., 0], _ROWS[:, None] | (_TARGETS > 7)),
         (jax.P("data", "model"), jax.P("data", "model"))),
-    "rl.rollout.init_cache+rl.rollout.decode": (
+    "rl.init_cache+rl.rollout_decode": (
         _decode, (_TINY[1], _TARGETS), (_TINY[2], jax.P("data"))),
-    "rl.rollout.decode+rl.rollout.init_cache": (
+    "rl.rollout_decode+rl.init_cache": (
         _decode, (_TINY[1], _TARGETS), (_TINY_FSDP_SPECS, jax.P("data"))),
-    "rl.rollout.decode": (
+    "rl.rollout_decode": (
         _decode_into, (_TINY[1], _CACHE, _TARGETS[:, :8], _TARGETS[:, 8:9]),
         (_TINY[2], _CACHE_SPECS, jax.P("data", "model"), jax.P("data"))),
-    "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation"
-    "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
-    "+rl.shell.verify": (
+    "rl.shell_scripted+rl.shell_step+rl.shell_execute+rl.shell_observation"
+    "+rl.transcripts_of+rl.shell_assemble+rl.spans_of"
+    "+rl.shell_verify": (
         lambda tasks, commands: shell.scripted(tasks, commands,
                                                _SCRIPT_LAYOUT),
         (_TASKS, _COMMANDS), (_TASK_SPECS, jax.P("data"))),
     # The command slots' width over "model", the prompts' rows too.
-    "rl.shell.step+rl.shell.scripted+rl.shell.execute+rl.shell.observation"
-    "+rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of"
-    "+rl.shell.verify": (
+    "rl.shell_step+rl.shell_scripted+rl.shell_execute+rl.shell_observation"
+    "+rl.transcripts_of+rl.shell_assemble+rl.spans_of"
+    "+rl.shell_verify": (
         lambda tasks, commands: shell.scripted(tasks, commands,
                                                _SCRIPT_LAYOUT),
         (_TASKS, _COMMANDS),
         (_PROMPT_ROWS_SPECS, jax.P("data", None, "model"))),
-    "rl.training.warm_start_step+rl.training.random_transcripts"
-    "+rl.training.pretraining_mask+rl.training.optimizer": (
+    "rl.warm_start_step+rl.random_transcripts"
+    "+rl.pretraining_mask+rl.rl_optimizer": (
         _warm_start, (_POLICY[1], _POOL, jax.random.key(2)),
         (_POLICY[2], _TASK_SPECS, None)),
-    "rl.rollout.sample_split+rl.rollout.sample": (
+    "rl.rollout_sample_split+rl.rollout_sample": (
         _sample, (_POLICY[1], _POOL, jax.random.key(5)),
         (_POLICY[2], _TASK_SPECS, None)),
-    "rl.rollout.sample+rl.rollout.sample_split": (
+    "rl.rollout_sample+rl.rollout_sample_split": (
         _sample, (_POLICY[1], _POOL, jax.random.key(5)),
         (_POLICY[2], _PROMPT_ROWS_SPECS, None)),
-    "rl.training.rl_step+rl.training.rl_loss"
-    "+rl.training.transcript_log_probs": (
+    "rl.rl_step+rl.rl_loss"
+    "+rl.transcript_log_probs": (
         _rl_step, (_POLICY[1], _POOL, jax.random.key(3)),
         (_POLICY[2], _TASK_SPECS, None)),
-    "rl.training.warm_start_chunk": (
+    "rl.warm_start_chunk": (
         _warm_start_chunk, (_POLICY[1], _POOL, jax.random.key(2)),
         (_POLICY[2], _TASK_SPECS, None)),
-    "rl.training.multi_run": (
+    "rl.multi_run": (
         _multi_run, (_POLICY[1], _POOL, _PROBE),
         (_POLICY[2], _TASK_SPECS, _TRANSCRIPT_SPECS)),
-    "rl.training.evaluate": (
+    "rl.rl_evaluate": (
         _evaluate, (_POLICY[1], jax.random.key(4), _POOL, _PROBE),
         (_POLICY[2], None, _TASK_SPECS, _TRANSCRIPT_SPECS)),
     # FSDP: the policy's parameters along the tasks' own "data" axis.
-    "rl.training.transcript_log_probs+rl.training.evaluate": (
+    "rl.transcript_log_probs+rl.rl_evaluate": (
         _evaluate, (_POLICY[1], jax.random.key(4), _POOL, _PROBE),
         (_POLICY_FSDP_SPECS, None, _TASK_SPECS, _TRANSCRIPT_SPECS)),
-    "rl.training.rl_step+rl.training.transcript_log_probs"
-    "+rl.training.rl_loss": (
+    "rl.rl_step+rl.transcript_log_probs"
+    "+rl.rl_loss": (
         _rl_step, (_POLICY[1], _POOL, jax.random.key(3)),
         (_POLICY_FSDP_SPECS, _TASK_SPECS, None)),
 }
@@ -264,18 +264,18 @@ CASES = {
 _HOST_TEST = ("tests/rl/test_sharding.py::"
               "test_host_side_readers_take_sharded_arrays")
 NOT_SHARDED = {
-    "rl.shell.Layout": "a frozen dataclass of Python sizes, no arrays",
-    "rl.training.RLConfig": "a frozen dataclass of Python settings, no arrays",
-    "rl.shell.encode": "ASCII bytes of a Python string, as NumPy",
-    "rl.shell.encode_command": (
+    "rl.ShellLayout": "a frozen dataclass of Python sizes, no arrays",
+    "rl.RLConfig": "a frozen dataclass of Python settings, no arrays",
+    "rl.shell_encode": "ASCII bytes of a Python string, as NumPy",
+    "rl.encode_command": (
         "a command slot from a Python string and a Layout, as NumPy"),
-    "rl.shell.command_table": "NumPy command slots from a Layout, no arrays",
-    "rl.shell.make_tasks": (
+    "rl.command_table": "NumPy command slots from a Layout, no arrays",
+    "rl.make_tasks": (
         "a host NumPy generator from a seed and Python sizes, no arrays in"),
-    "rl.shell.decode": (
+    "rl.shell_decode": (
         "host-side text of tokens read with NumPy (not jittable); run on"
         f" sharded tokens in {_HOST_TEST}"),
-    "rl.shell.render_goal": (
+    "rl.render_goal": (
         "host-side prompt of a goal store read with Python ints (not"
         f" jittable); run on a sharded store in {_HOST_TEST}"),
 }
@@ -284,43 +284,43 @@ NOT_SHARDED = {
 # Also compared in value (which cases, and why: tests/README.md).
 NUMERIC_CASES = {
     "rl.lambda_schedule": ("Auto",),
-    "rl.rollout.sample+rl.rollout.sample_split": ("Explicit",),
-    "rl.rollout.sample_split+rl.rollout.sample": ("Explicit",),
-    "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation+"
-    "rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of+"
-    "rl.shell.verify": ("Explicit",),
-    "rl.shell.step+rl.shell.scripted+rl.shell.execute+rl.shell.observation+"
-    "rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of+"
-    "rl.shell.verify": ("Explicit",),
-    "rl.training.evaluate": ("Explicit",),
-    "rl.training.rl_step+rl.training.rl_loss+rl.training.transcript_log_probs":
+    "rl.rollout_sample+rl.rollout_sample_split": ("Explicit",),
+    "rl.rollout_sample_split+rl.rollout_sample": ("Explicit",),
+    "rl.shell_scripted+rl.shell_step+rl.shell_execute+rl.shell_observation+"
+    "rl.transcripts_of+rl.shell_assemble+rl.spans_of+"
+    "rl.shell_verify": ("Explicit",),
+    "rl.shell_step+rl.shell_scripted+rl.shell_execute+rl.shell_observation+"
+    "rl.transcripts_of+rl.shell_assemble+rl.spans_of+"
+    "rl.shell_verify": ("Explicit",),
+    "rl.rl_evaluate": ("Explicit",),
+    "rl.rl_step+rl.rl_loss+rl.transcript_log_probs":
         ("Explicit",),
-    "rl.training.rl_step+rl.training.transcript_log_probs+rl.training.rl_loss":
+    "rl.rl_step+rl.transcript_log_probs+rl.rl_loss":
         ("Explicit",),
-    "rl.training.transcript_log_probs+rl.training.evaluate": ("Explicit",),
-    "rl.training.warm_start_step+rl.training.random_transcripts+"
-    "rl.training.pretraining_mask+rl.training.optimizer": ("Explicit",),
-    "rl.training.warm_start_chunk": ("Explicit",),
-    "rl.training.multi_run": ("Explicit",),
+    "rl.transcript_log_probs+rl.rl_evaluate": ("Explicit",),
+    "rl.warm_start_step+rl.random_transcripts+"
+    "rl.pretraining_mask+rl.rl_optimizer": ("Explicit",),
+    "rl.warm_start_chunk": ("Explicit",),
+    "rl.multi_run": ("Explicit",),
 }
 # Numeric cases of 1.5 s or more: the slow suite, which CI runs.
 SLOW_CASES = {
-    "rl.training.warm_start_chunk",
-    "rl.training.multi_run",
-    "rl.rollout.sample+rl.rollout.sample_split",
-    "rl.rollout.sample_split+rl.rollout.sample",
-    "rl.shell.scripted+rl.shell.step+rl.shell.execute+rl.shell.observation+"
-    "rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of+"
-    "rl.shell.verify",
-    "rl.shell.step+rl.shell.scripted+rl.shell.execute+rl.shell.observation+"
-    "rl.shell.transcripts_of+rl.shell.assemble+rl.shell.spans_of+"
-    "rl.shell.verify",
-    "rl.training.evaluate",
-    "rl.training.rl_step+rl.training.rl_loss+rl.training.transcript_log_probs",
-    "rl.training.rl_step+rl.training.transcript_log_probs+rl.training.rl_loss",
-    "rl.training.transcript_log_probs+rl.training.evaluate",
-    "rl.training.warm_start_step+rl.training.random_transcripts+"
-    "rl.training.pretraining_mask+rl.training.optimizer",
+    "rl.warm_start_chunk",
+    "rl.multi_run",
+    "rl.rollout_sample+rl.rollout_sample_split",
+    "rl.rollout_sample_split+rl.rollout_sample",
+    "rl.shell_scripted+rl.shell_step+rl.shell_execute+rl.shell_observation+"
+    "rl.transcripts_of+rl.shell_assemble+rl.spans_of+"
+    "rl.shell_verify",
+    "rl.shell_step+rl.shell_scripted+rl.shell_execute+rl.shell_observation+"
+    "rl.transcripts_of+rl.shell_assemble+rl.spans_of+"
+    "rl.shell_verify",
+    "rl.rl_evaluate",
+    "rl.rl_step+rl.rl_loss+rl.transcript_log_probs",
+    "rl.rl_step+rl.transcript_log_probs+rl.rl_loss",
+    "rl.transcript_log_probs+rl.rl_evaluate",
+    "rl.warm_start_step+rl.random_transcripts+"
+    "rl.pretraining_mask+rl.rl_optimizer",
 }
 
 

@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.rl import shell
+from jaxpapers.rl import _shell as shell
 
-LAYOUT = shell.Layout(num_turns=2)
+LAYOUT = shell.ShellLayout(num_turns=2)
 # Store: a = 3, c = 7 (b, d absent).
 INITIAL = ({"a": 3, "c": 7})
 CASES = [  # command, environment text, store afterwards
@@ -128,7 +128,7 @@ def test_unterminated_command_gets_the_warning_prefix(transcripts):
   assert spans.env_start == spans.warning_end + 1  # after the separator
   # Without format warnings the body is the environment text alone.
   text, length = jnp.asarray(shell.encode("2:bad syntax", 21)), jnp.int32(12)
-  quiet = shell.Layout(num_turns=1, format_warnings=False)
+  quiet = shell.ShellLayout(num_turns=1, format_warnings=False)
   slot, warning_end, env_start, env_end = shell.observation(
       text, length, jnp.bool_(False), quiet)
   assert (int(warning_end), int(env_start), int(env_end)) == (0, 0, 12)
@@ -155,7 +155,7 @@ def test_tasks_are_unique_and_their_solutions_solve_them():
                       & (tasks.initial.value == tasks.goal.value), axis=-1)
   assert not bool(jnp.any(unchanged))
   # The experiment's tasks take 2-4 commands.
-  _, solutions = shell.make_tasks(4, 50, shell.Layout())
+  _, solutions = shell.make_tasks(4, 50, shell.ShellLayout())
   assert {len(s) for s in solutions} == {2, 3, 4}
 
 
@@ -164,6 +164,6 @@ def test_bad_inputs_are_named():
     shell.scripted(_tasks({"a": 1}, {"a": 1}, 1),
                    jnp.zeros((1, 3, LAYOUT.command_len), jnp.int32), LAYOUT)
   with pytest.raises(ValueError, match="num_turns"):
-    shell.Layout(num_turns=0)
+    shell.ShellLayout(num_turns=0)
   with pytest.raises(ValueError, match="min_commands"):
     shell.make_tasks(0, 1, LAYOUT, 2, 5)

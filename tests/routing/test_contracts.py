@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxpapers import routing
-from jaxpapers.routing import tsp
+from jaxpapers.routing import _tsp as tsp
 
 _CONFIG = routing.HeavyDecoderConfig(width=8, decoder_layers=1, head_width=4)
 _COORDS = jnp.asarray(routing.random_instances(0, 4, 5))
@@ -103,7 +103,7 @@ MISUSE = [
      ValueError, _NON_FINITE),
     (lambda: tsp.distance_matrices(np.full((1, 3, 2), -np.inf)), ValueError,
      _NON_FINITE),
-    (lambda: routing.exact.brute_force(np.array([[0, 0], [1, np.nan],
+    (lambda: routing.brute_force(np.array([[0, 0], [1, np.nan],
                                                  [1, 1.]])),
      ValueError, _NON_FINITE),
     (lambda: routing.tour_length(jnp.ones((1, 3, 2), bool),

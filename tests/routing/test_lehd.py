@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from jaxpapers import routing
-from jaxpapers.routing import imitation
-from jaxpapers.routing import lehd
+from jaxpapers.routing import _imitation as imitation
+from jaxpapers.routing import _lehd as lehd
 
 
 def _model(width=16, layers=1, *, abstract=False, **kwargs):

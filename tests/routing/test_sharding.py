@@ -122,6 +122,8 @@ _HOST = ("host-side numpy solver on concrete instances (not jittable); checked"
          " on sharded device arrays by"
          " tests/routing/test_sharding.py::test_host_solvers_take_sharded_arrays")
 NOT_SHARDED = {
+    "routing.distance_matrices": "numpy float64 on the host, for the host"
+                                 " solvers (elkai, Held-Karp checks)",
     "routing.train_blocks": "a Python loop of train_steps calls (case"
                             " routing.optimizer+routing.train_steps) and one"
                             " concatenate of their losses",

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from jaxpapers import routing
-from jaxpapers.routing import exact
-from jaxpapers.routing import tsp
+from jaxpapers.routing import _exact as exact
+from jaxpapers.routing import _tsp as tsp
 
 
 @pytest.mark.parametrize("num_cities", [3, 4, 5, 6, 7, 8])

@@ -22,7 +22,7 @@ def game():
 
 
 def _f(game, x, y):
-  p, b, q, a, c = (np.asarray(m) for m in saddle.metrics.saddle_blocks(game))
+  p, b, q, a, c = (np.asarray(m) for m in saddle._metrics.saddle_blocks(game))
   return 0.5 * x @ p @ x + x @ b @ y - 0.5 * y @ q @ y + a @ x - c @ y
 
 
@@ -51,7 +51,7 @@ def test_bilinear_gap_on_a_ball_is_the_norm_formula():
                                      min_singular_value=0.5,
                                      dtype=jnp.float64)
   z = jax.random.normal(jax.random.key(3), (2, 4), jnp.float64)
-  _, b, _, a, c = (np.asarray(m) for m in saddle.metrics.saddle_blocks(game))
+  _, b, _, a, c = (np.asarray(m) for m in saddle._metrics.saddle_blocks(game))
   x, y = np.asarray(z)
   # max_{|y|<=R} (B'x - c)'y + min_{|x|<=R} -(By + a)'x, plus f's x-terms.
   expected = (2.0 * (np.linalg.norm(b.T @ x - c) + np.linalg.norm(b @ y + a))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from jaxpapers import saddle
-from jaxpapers.saddle import quadratic
+from jaxpapers.saddle import _quadratic as quadratic
 from tests import sharding_checks
 
 _GAME = saddle.random_saddle_game(jax.random.key(0), 4, l_xx=4.0, l_xy=1.0,

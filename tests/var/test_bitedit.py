@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from jaxpapers.var import bitedit
+from jaxpapers.var import _bitedit as bitedit
 
 
 def _kl_reference(clean, shift):

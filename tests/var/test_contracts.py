@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import pytest
 
 from jaxpapers import var
-from jaxpapers.var import resedit
-from jaxpapers.var import toy
+from jaxpapers.var import _resedit as resedit
+from jaxpapers.var import _toy as toy
 
 _GENERATOR = var.toy_generator(jax.random.key(0), scales=(1, 2), num_bits=4,
                                prompt_dim=4, patch=1)

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.var import bitedit
-from jaxpapers.var import editing
-from jaxpapers.var import toy
+from jaxpapers.var import _bitedit as bitedit
+from jaxpapers.var import _editing as editing
+from jaxpapers.var import _toy as toy
 
 GENERATOR = toy.toy_generator(jax.random.key(0))
 CFG = 3.0

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.var import resedit
-from jaxpapers.var import toy
+from jaxpapers.var import _resedit as resedit
+from jaxpapers.var import _toy as toy
 
 GENERATOR = toy.toy_generator(jax.random.key(0))
 UPSAMPLE = [lambda c, k=k: GENERATOR.upsample(c, k)

@@ -1,0 +1,240 @@
+r"""Myopic-optimal valuation and bids for DynamAuction, and fixed-shading policies.
+
+The *myopic-optimal valuation* of the current item is its value if no
+further opportunity followed: :math:`\nu_t = v_t K(c_{t^-}, t)` (or
+:math:`E[v] K` when the value is not observed). In a second-price auction
+the myopic bid is :math:`\nu_t` (truthful bidding is dominant for one
+auction); in a first-price auction it maximises the expected utility
+:math:`(\nu_t - b) G_t(b)` over a 256-point grid on :math:`[0, \nu_t]`.
+A *shading* policy bids :math:`\theta` times the myopic bid.
+
+**Reconstruction** (see :mod:`jaxpapers.auctions._environment`): the valuation
+follows the DynamAuction abstract; the grid and the shading family are ours.
+Masked bids are ``zeros_like`` the bid, as in the environment's step (which
+says why).
+
+Example::
+
+  params = environment.EnvParams(format="first")
+  ret = run_episode(jax.random.key(0), params, fixed_shading(1.0, params))
+
+References:
+  DynamAuction (abstract only); Krishna, *Auction Theory* (2009), ch. 2
+  (one-shot first- and second-price bidding).
+"""
+
+import functools
+import math
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import special
+
+from jaxpapers import tree
+from jaxpapers import _checks
+from jaxpapers.auctions import _environment as env_lib
+
+FIRST_PRICE_GRID = 256
+# The table behind :func:`first_price_bid_fast`: scale-free values
+# y = nu / exp(mu_t) on a log grid wide enough for any kernel in [0, 1].
+_TABLE_LOG_RANGE = (-12.0, 6.0)
+_TABLE_SIZE = 2048
+
+Policy = Callable[[env_lib.Observation], jax.Array]
+
+
+def myopic_valuation(obs: env_lib.Observation, params: env_lib.EnvParams, *,
+                     value_observed: bool = True) -> jax.Array:
+  """:math:`\\nu_t = v_t K(c_{t^-}, t)`, or :math:`E[v] K` if ``value_observed`` is False."""
+  env_lib.check_params(params)
+  if value_observed:
+    value = obs.value
+  else:
+    value = jnp.float32(math.exp(params.value_log_mean
+                                 + params.value_log_std ** 2 / 2))
+  valuation = value * obs.kernel
+  return jnp.where(obs.valid, valuation, jnp.zeros_like(valuation))
+
+
+def first_price_bid(valuation: jax.Array, time: jax.Array,
+                    params: env_lib.EnvParams, grid_size: int = FIRST_PRICE_GRID
+                    ) -> jax.Array:
+  """:math:`\\arg\\max_b (\\nu - b) G_t(b)` over ``grid_size`` points of :math:`[0, \\nu]`.
+
+  ``time`` broadcasts to the shape of ``valuation``; ``grid_size`` is an
+  int >= 1 (1 is the grid {0}).
+  """
+  env_lib.check_params(params)
+  grid_size = _checks.check_int("grid_size", grid_size, 1)
+  valuation = jnp.asarray(valuation)
+  try:
+    shape = jnp.broadcast_shapes(jnp.shape(time), valuation.shape)
+  except ValueError:
+    shape = None
+  if shape != valuation.shape:
+    raise ValueError(f"time {jnp.shape(time)} must broadcast to the shape of"
+                     f" valuation {valuation.shape}.")
+  fractions = jnp.linspace(0.0, 1.0, grid_size)
+  bids = valuation[..., None] * fractions.reshape((1,) * valuation.ndim + (-1,))
+  time = jnp.broadcast_to(time, valuation.shape)[..., None]
+  utility = (valuation[..., None] - bids) * env_lib.win_probability(
+      bids, time, params)
+  return jnp.take_along_axis(bids, jnp.argmax(utility, -1)[..., None], -1)[..., 0]
+
+
+@functools.lru_cache(maxsize=None)
+def _first_price_table(competing_log_std: float) -> tuple[np.ndarray, np.ndarray]:
+  """x*(y) = argmax_x (y - x) Phi(log(x) / sigma) on the 256-point grid.
+
+  Without a reserve the optimum scales: b*(nu, t) = e^{mu_t} x*(nu e^{-mu_t}).
+  Built once in numpy, so it is a compile-time constant, not a per-call cost.
+  """
+  log_y = np.linspace(*_TABLE_LOG_RANGE, _TABLE_SIZE)
+  bids = np.exp(log_y)[:, None] * np.linspace(0.0, 1.0, FIRST_PRICE_GRID)[None]
+  with np.errstate(divide="ignore"):
+    win = special.ndtr(np.log(bids) / competing_log_std)
+  utility = (np.exp(log_y)[:, None] - bids) * win
+  x_star = np.take_along_axis(bids, np.argmax(utility, 1)[:, None], 1)[:, 0]
+  return log_y.astype(np.float32), x_star.astype(np.float32)
+
+
+def first_price_bid_fast(valuation: jax.Array, time: jax.Array,
+                         params: env_lib.EnvParams) -> jax.Array:
+  """:func:`first_price_bid` by interpolation in a scale-free table (for rollouts).
+
+  The objective is log-concave in ``b``, so with a reserve the optimum on
+  :math:`[r, \\nu]` is the unconstrained one clipped to it.
+  """
+  env_lib.check_params(params)
+  log_y, x_star = _first_price_table(params.competing_log_std)
+  x_star = jnp.asarray(x_star)
+  scale = jnp.exp(env_lib.competing_log_mean(time, params))
+  y = jnp.maximum(valuation, 1e-30) / scale
+  # The grid is uniform in log y: index it directly (no search).
+  position = jnp.clip((jnp.log(y) - log_y[0]) / (log_y[1] - log_y[0]),
+                      0.0, _TABLE_SIZE - 1.0)
+  lower = jnp.minimum(position.astype(jnp.int32), _TABLE_SIZE - 2)
+  weight = position - lower.astype(jnp.float32)
+  bid = scale * ((1 - weight) * tree.lookup(x_star, lower)
+                 + weight * tree.lookup(x_star, lower + 1))
+  bid = jnp.clip(bid, params.reserve, valuation)
+  # Written as "below the reserve" so that a NaN valuation stays NaN.
+  return jnp.where(valuation < params.reserve, jnp.zeros_like(bid), bid)
+
+
+def myopic_bid(valuation: jax.Array, time: jax.Array,
+               params: env_lib.EnvParams, *, fast: bool = False) -> jax.Array:
+  """The myopic-optimal bid: :math:`\\nu` (second price) or the grid argmax (first)."""
+  env_lib.check_params(params)
+  if params.format == "second":
+    return valuation
+  if fast:
+    return first_price_bid_fast(valuation, time, params)
+  return first_price_bid(valuation, time, params)
+
+
+def fixed_shading(theta: float | jax.Array, params: env_lib.EnvParams, *,
+                  value_observed: bool = True) -> Policy:
+  """The policy bidding ``theta`` times the myopic bid (``theta = 1``: myopic).
+
+  A concrete ``theta`` must be finite and >= 0; a traced one is used as
+  given (a NaN one makes NaN bids, which :func:`run_episode` flags).
+  """
+  env_lib.check_params(params)
+  _checks.check_real_array("theta", theta, low=0)
+  def policy(obs):
+    nu = myopic_valuation(obs, params, value_observed=value_observed)
+    return theta * myopic_bid(nu, obs.time, params)
+  return policy
+
+
+class MyopicEpisode(NamedTuple):
+  """An episode under a fixed policy: return, revealed step rewards, wins and contexts."""
+
+  episode_return: jax.Array  # realised utility; NaN if a valid bid was NaN
+  revealed_rewards: jax.Array  # [n] step rewards, what the buyer saw
+  won: jax.Array  # [n]
+  contexts: env_lib.Context  # [n] context before each slot
+  final_state: env_lib.EnvState
+
+
+def run_episode(key: jax.Array, params: env_lib.EnvParams, policy: Policy
+                ) -> MyopicEpisode:
+  """One episode of ``policy`` (a function of the observation), by ``lax.scan``.
+
+  A NaN bid on a valid arrival makes ``episode_return`` NaN (see
+  :func:`run_from`).
+  """
+  _check_policy(params, policy)
+  reset_key, step_key = jax.random.split(key)
+  obs, state = env_lib.reset(reset_key, params)
+  return run_from(state, obs, step_key, params, policy)
+
+
+def _check_policy(params, policy) -> None:
+  env_lib.check_params(params)
+  if not callable(policy):
+    raise TypeError("policy must be a function of the observation (e.g."
+                    f" fixed_shading(theta, params)); got {policy!r}.")
+
+
+def run_from(state: env_lib.EnvState, obs: env_lib.Observation,
+             key: jax.Array, params: env_lib.EnvParams, policy: Policy
+             ) -> MyopicEpisode:
+  """:func:`run_episode` from a reset state (e.g. one replayed episode).
+
+  The environment treats a NaN bid as one that loses; here a NaN bid on a
+  valid arrival makes ``episode_return`` NaN, so that a broken policy does
+  not pass for one that merely bid low.
+  """
+  _check_policy(params, policy)
+
+  def body(carry, step_key):
+    obs, state = carry
+    bid = policy(obs)
+    nan_bid = obs.valid & jnp.isnan(bid)
+    new_obs, state, reward, _, info = env_lib.step(step_key, state, bid, params)
+    return (new_obs, state), (reward, info["won"], obs.context, nan_bid)
+
+  keys = jax.random.split(key, state.arrivals.time.shape[0])
+  (_, state), (rewards, won, contexts, nan_bids) = env_lib.scan_episode(
+      body, obs, state, keys)
+  # Past the valid arrivals the context stays the final one (those steps are
+  # no-ops, and most of them are not run).
+  past_end = jnp.arange(won.shape[0]) >= state.num_valid
+  contexts = jax.tree.map(lambda c, final: jnp.where(past_end, final, c),
+                          contexts, state.context)
+  episode_return = jnp.where(jnp.any(nan_bids),
+                             jnp.full_like(state.utility, jnp.nan),
+                             state.utility)
+  return MyopicEpisode(episode_return, rewards, won, contexts, state)
+
+
+def best_fixed_shading(key: jax.Array, params: env_lib.EnvParams,
+                       thetas: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """The best fixed ``theta`` in hindsight on the episode of ``key``.
+
+  ``thetas`` is a non-empty 1-D array (or sequence) of shadings, finite
+  and >= 0 when concrete.
+
+  Returns:
+    ``(best_return, returns)``: the best return and ``[len(thetas)]``
+    returns of every fixed shading on the same draws.
+  """
+  env_lib.check_params(params)
+  if isinstance(thetas, (list, tuple)):
+    try:
+      thetas = np.asarray(thetas)
+    except ValueError:  # a ragged nesting
+      thetas = np.empty((0, 0))
+  if jnp.ndim(thetas) != 1 or jnp.shape(thetas)[0] == 0:
+    raise ValueError("thetas must be a non-empty 1-D array of shadings; got"
+                     f" shape {jnp.shape(thetas)}.")
+  _checks.check_real_array("thetas", thetas, low=0)
+  thetas = jnp.asarray(thetas, jnp.float32)
+  returns = jax.vmap(
+      lambda t: run_episode(key, params, fixed_shading(t, params)).episode_return
+  )(thetas)
+  return jnp.max(returns), returns
