@@ -1,15 +1,15 @@
 """Adaptive mesh refinement for transformers (WAMRViT).
 
-Balanced quadtrees built under ``jit`` from dense fields, leaf tokens in
-uniform and native storage, 3-axis rotary embeddings over (x, y, scale),
-cell-space regridding, the WAMRViT (uniform and native storage) / uniform ViT
-models, their training objective, batches and steps
-(:mod:`jaxpapers.amr._training`),
-their inference rollouts with regridding (:mod:`jaxpapers.amr._rollout`) and
-the rollouts' per-step VRMSE on the field and the region of interest
-(:mod:`jaxpapers.amr._evaluation`).
-:mod:`jaxpapers.amr._reference` holds the slow Python reference that tests and
-benchmarks compare against.
+Balanced quadtrees built under ``jit`` from dense fields
+(:func:`build_quadtree`), leaf tokens in uniform and native storage
+(:func:`tokenize`), 3-axis rotary embeddings over (x, y, scale)
+(:func:`rope_3d`), cell-space regridding (:func:`regrid`), the WAMRViT
+(uniform and native storage) / uniform ViT models, their training objective,
+batches and steps (:func:`train_steps`), their inference rollouts with
+regridding (:func:`quadtree_rollout`, :func:`native_rollout`) and the
+rollouts' per-step VRMSE on the field and the region of interest
+(:func:`evaluate_rollout`). The slow Python reference that tests and
+benchmarks compare against is private (``jaxpapers.amr._reference``).
 """
 
 from jaxpapers import _deprecation

@@ -1,7 +1,7 @@
 """Detection: BUTR-style query budgets, top-K query selection, box IoU and recall.
 
-A toy tiny-object world (Gaussian blob images and a fixed LoG encoder) lives
-in :mod:`jaxpapers.detection._blobs`.
+A toy tiny-object world: Gaussian blob images (:func:`blob_images`) and a fixed
+LoG encoder (:func:`log_proposals`, :func:`proposal_scores`).
 """
 
 from jaxpapers import _deprecation

@@ -1,18 +1,19 @@
 """Graph learning on jraph's GraphsTuple, and continual test-time graph adaptation.
 
-* :mod:`jaxpapers.graph._graphs` -- the thin, tested layer over jraph
-  (padding to static shapes, masks, GCN propagation).
-* :mod:`jaxpapers.graph._gcn` -- the GCN source model (pure functions).
-* :mod:`jaxpapers.graph._emc` -- EMC, training-free closed-form memory
-  crystallisation (a reconstruction; see its docstring).
-* :mod:`jaxpapers.graph._baselines`, :mod:`jaxpapers.graph._generative_memory`
-  -- frozen, Tent, direct (IM) adaptation, and a GCAL-style generative memory.
-* :mod:`jaxpapers.graph._domains` -- drifting domain sequences (contextual SBM,
-  digits k-NN graphs).
-* :mod:`jaxpapers.graph._tta` -- the :class:`Adapter` protocol, a method's run
-  through a sequence (:func:`~jaxpapers.graph.adapt_sequence`), the
-  accuracy-matrix metrics (average performance, forgetting) and a run's
-  evaluation with its update costs (:func:`~jaxpapers.graph.evaluate_run`).
+* Graphs: a thin, tested layer over jraph (:func:`make_graph`,
+  :func:`pad_graph`, masks, :func:`gcn_propagate`).
+* The GCN source model as pure functions (:func:`init_gcn`, :func:`fit_source`).
+* EMC, training-free closed-form memory crystallisation (:func:`crystallize`,
+  :func:`emc_adapter`; a reconstruction, see :func:`crystallize`).
+* Baselines: frozen, Tent, direct (IM) adaptation (:func:`frozen`,
+  :func:`tent`, :func:`im_adaptation`) and a GCAL-style generative memory
+  (:func:`generative_memory`).
+* Drifting domain sequences: contextual SBM and digits k-NN graphs
+  (:func:`csbm_sequence`, :func:`digits_sequence`).
+* The :class:`Adapter` protocol, a method's run through a sequence
+  (:func:`adapt_sequence`), the accuracy-matrix metrics (average performance,
+  forgetting) and a run's evaluation with its update costs
+  (:func:`evaluate_run`).
 """
 
 from jaxpapers import _deprecation

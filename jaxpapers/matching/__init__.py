@@ -2,10 +2,9 @@
 
 :class:`ShiftedQuadtree` keeps a randomly shifted quadtree's per-cell counts,
 its tree cost (an upper bound on the W_p^p cost) and a greedy matching, with
-O(levels) work per update; :mod:`jaxpapers.matching._exact` holds the exact
-references (Hungarian-type and POT solvers) and
-:mod:`jaxpapers.matching._streams` the balanced update streams that exercise
-them (:func:`make_stream`).
+O(levels) work per update; :func:`optimal_matching` and :func:`pot_cost` are
+the exact references (Hungarian-type and POT solvers) and
+:func:`make_stream` builds the balanced update streams that exercise them.
 """
 
 from jaxpapers import _deprecation

@@ -1,12 +1,12 @@
 """Construction-based neural TSP solvers and their classical references.
 
-:mod:`~jaxpapers.routing._lehd` holds the heavy-decoder model (greedy and
-sampled construction, supervised partial-path training),
-:mod:`~jaxpapers.routing._imitation` its supervised training,
-:mod:`~jaxpapers.routing._tsp` instances and tour lengths,
-:mod:`~jaxpapers.routing._exact` Held-Karp labels,
-:mod:`~jaxpapers.routing._heuristics` nearest neighbour and 2-opt, and
-:mod:`~jaxpapers.routing._lkh` LKH-3 labels through the optional ``elkai``.
+The heavy-decoder model (:class:`HeavyDecoder`: greedy and sampled
+construction, :func:`greedy_tours`, :func:`sample_tours`), its supervised
+partial-path training (:func:`train_steps`, :func:`imitation_loss`), instances
+and tour lengths (:func:`random_instances`, :func:`tour_length`), Held-Karp
+labels (:func:`held_karp`), nearest neighbour and 2-opt
+(:func:`nearest_neighbour`, :func:`two_opt`), and LKH-3 labels through the
+optional ``elkai`` (:func:`lkh_tours`).
 """
 
 from jaxpapers import _deprecation

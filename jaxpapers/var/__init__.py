@@ -1,13 +1,16 @@
 """Editing of bitwise-residual visual autoregressive (VAR) generators: BitResEdit.
 
-* :mod:`jaxpapers.var._bitedit` -- per-bit log-odds guidance in a Bernoulli-KL
-  trust region (quadratic or exact radius).
-* :mod:`jaxpapers.var._resedit` -- masked per-scale code residuals through the
-  sum of scales.
-* :mod:`jaxpapers.var._editing` -- the generator interface, the clean CFG
-  sampler, the BitResEdit editor loop and an edit's scores.
-* :mod:`jaxpapers.var._toy` -- a small bitwise-residual generator for CPU runs
-  and batches of editing tasks for it, edited and scored.
+* BitEdit: per-bit log-odds guidance in a Bernoulli-KL trust region, with a
+  quadratic or exact radius (:func:`bit_edit`, :func:`guide`,
+  :func:`trust_radius`).
+* ResEdit: masked per-scale code residuals through the sum of scales
+  (:func:`compose`, :func:`sum_of_scales`).
+* The generator interface (:class:`BitwiseGenerator`), the clean CFG sampler
+  (:func:`sample`), the BitResEdit editor loop (:func:`edit`) and an edit's
+  scores (:func:`edit_scores`).
+* A small bitwise-residual generator for CPU runs (:func:`toy_generator`) and
+  batches of editing tasks for it, edited and scored (:func:`edit_batch`,
+  :func:`score_edits`).
 """
 
 from jaxpapers import _deprecation
