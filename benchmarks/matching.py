@@ -1,22 +1,31 @@
-"""Dynamic W_p matching benchmark (issue 21), printed as ratios from one run.
+"""Dynamic W_p matching benchmark (issues 21 and 41), printed as ratios from one run.
 
-At n = 512 points per side (d = 2 and 8, p = 1, the experiment's uniform
-stream), one update of :class:`jaxpapers.matching.ShiftedQuadtree` against
-a full recomputation:
+:class:`jaxpapers.matching.ShiftedQuadtree` (p = 1, uniform points, the
+experiment's balanced stream of insertions and deletions) against exact
+recomputation, at n = 256 to 16,384 points per side:
 
-1. update throughput: a block of 500 mixed insertions and deletions in one
-   compiled ``lax.scan`` (``apply``), per operation, against one exact
-   recomputation by ``scipy.optimize.linear_sum_assignment`` (the Hungarian
-   baseline, cost matrix included). Goal: >= 1000x.
-2. the same update as a single call (``insert`` then ``delete``, dispatch
-   included), and a rebuild of the structure plus its greedy matching from
-   scratch, against the same recomputation (for scale; no goal).
+1. **Update cost against n** (d = 2): microseconds per operation in blocks of
+   2,000 (``apply``: one compiled ``lax.scan``), with the state donated (the
+   update in place) and without (each call first copies the whole state),
+   and the fitted exponent of the donated cost in n (goal: <= 0.2, flat).
+   Every n runs without a hash-table overflow (``state.error`` is 0).
+2. **Update, and update + query, against recomputation** (d = 2): a
+   recomputation's update is an O(1) append and its query the whole solve:
+   ``scipy.optimize.linear_sum_assignment`` and POT's ``ot.emd2`` (cost
+   matrix included). Our query is the greedy bottom-up matching and its cost
+   (``greedy_matching`` + ``matching_cost``, an approximate matching, against
+   their exact optimum). The solvers run up to n = 4,096; at 16,384 (a 2 GiB
+   cost matrix each) their time is extrapolated from the 1,024-4,096 trend
+   and marked so.
+3. **1-D**: exact recomputation by sorting both sides (numpy, O(n log n)),
+   the strongest exact baseline in one dimension, against our d = 1 update
+   and update + query.
 
-Sides are timed in alternating rounds (``profiling.alternating_seconds``);
-ratios are medians of the per-round ratios.
+Sides are timed in alternating rounds; each number is the median over rounds,
+ratios are medians of per-round ratios (10-90% range in brackets).
 
-Run: ``python -m benchmarks.matching`` (``--tiny``: n = 16, d = 2, a block
-of 16 operations, one round).
+Run: ``python -m benchmarks.matching`` (``--tiny``: n = 16 and 32, blocks of
+16, one round).
 """
 
 from typing import NamedTuple
@@ -29,69 +38,152 @@ import benchmarks
 from jaxpapers import matching
 from jaxpapers import profiling
 
-GOAL = 1000.0
+EXPONENT_GOAL = 0.2
 
 
 class Sizes(NamedTuple):
-  size: int  # n per side
-  dims: tuple[int, ...]
-  block: int  # operations per block (the experiment's checkpoint_every)
+  sizes: tuple[int, ...]  # n per side
+  solver_sizes: tuple[int, ...]  # n where scipy and POT run
+  block: int  # operations per apply call
   rounds: int
   repeats: int
 
 
-FULL = Sizes(size=512, dims=(2, 8), block=500, rounds=7, repeats=3)
-TINY = Sizes(size=16, dims=(2,), block=16, rounds=1, repeats=1)
+FULL = Sizes(sizes=(256, 1024, 4096, 16384), solver_sizes=(256, 1024, 4096),
+             block=2000, rounds=5, repeats=3)
+TINY = Sizes(sizes=(16, 32), solver_sizes=(16, 32), block=16, rounds=1,
+             repeats=1)
 
 
-def _setup(dim, sizes):
-  # One block: the stream's first block is drawn first, so it is the same
-  # as in a longer stream of the same seed (the experiment's clusters: 8).
+class Case(NamedTuple):
+  tree: matching.ShiftedQuadtree
+  state: matching.QuadtreeState
+  ops: matching.Operations
+  points_a: np.ndarray
+  points_b: np.ndarray
+
+
+def _case(dim, size, block):
+  # The stream's first block; its capacity leaves room for the block's inserts.
   points_a, points_b, ops = matching.make_stream(
-      dim, "uniform", dim, sizes.size, num_ops=sizes.block, block=sizes.block,
-      num_clusters=8)
+      dim, "uniform", dim, size, num_ops=block, block=block, num_clusters=8)
   tree = matching.ShiftedQuadtree(
-      dim=dim, capacity=matching.stream_capacity(sizes.size, sizes.block), p=1)
+      dim=dim, capacity=matching.stream_capacity(size, block), p=1)
   state = tree.build(jax.random.key(0), points_a, points_b)
-  block = matching.Operations(*(jnp.asarray(x[0]) for x in ops))
-  return tree, state, block, points_a, points_b
+  return Case(tree, state, matching.Operations(*(jnp.asarray(x[0]) for x in ops)),
+              points_a, points_b)
+
+
+def _donated_seconds(case, repeats):
+  """Best of ``repeats`` ``apply(..., donate=True)`` calls, each on a fresh copy of the state."""
+  best = np.inf
+  for repeat in range(repeats + 1):  # the first call compiles
+    fresh = jax.tree.map(jnp.copy, case.state)
+    jax.block_until_ready(fresh)
+    (new, _), seconds = profiling.call_seconds(
+        lambda s: case.tree.apply(s, case.ops, donate=True), fresh)
+    if repeat:
+      best = min(best, seconds)
+  if int(new.error):
+    raise RuntimeError(f"n = {case.points_a.shape[0]}: error bits {int(new.error)}")
+  return best
+
+
+def _query(case):
+  def greedy_cost(state):
+    return case.tree.matching_cost(state, case.tree.greedy_matching(state))
+  return greedy_cost
+
+
+def _sort_cost(points_a, points_b):
+  return float(np.abs(np.sort(points_a[:, 0]) - np.sort(points_b[:, 0])).sum())
+
+
+def _median(values):
+  return float(np.median(values))
+
+
+def _spread(ratios):
+  return f"[{np.quantile(ratios, 0.1):.3g}-{np.quantile(ratios, 0.9):.3g}x]"
+
+
+def _ours(dim, sizes):
+  """Per round: donated and copying update per op, and the greedy query."""
+  cases = {n: _case(dim, n, sizes.block) for n in sizes.sizes}
+  out = {n: {"donated": [], "copying": [], "query": []} for n in cases}
+  for _ in range(sizes.rounds):
+    for n, case in cases.items():
+      copying = profiling.time_jitted(case.tree.apply, case.state, case.ops,
+                                      repeats=sizes.repeats)
+      out[n]["copying"].append(copying / sizes.block)
+      out[n]["donated"].append(_donated_seconds(case, sizes.repeats) / sizes.block)
+      out[n]["query"].append(profiling.time_jitted(
+          _query(case), case.state, repeats=sizes.repeats))
+  return cases, out
+
+
+def _exponent(sizes, seconds):
+  return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
 
 
 def main(tiny: bool = False):
   sizes = TINY if tiny else FULL
-  size = sizes.size
-  for dim in sizes.dims:
-    tree, state, block, points_a, points_b = _setup(dim, sizes)
-    point = jnp.asarray(points_a[0])
 
-    def single_update(state):
-      state, slot = tree.insert(state, 0, point)
-      return tree.delete(state, 0, slot)
+  # 1. Update cost against n, and 2. against scipy and POT (d = 2).
+  cases, ours = _ours(2, sizes)
+  donated = [_median(ours[n]["donated"]) for n in sizes.sizes]
+  copying = [_median(ours[n]["copying"]) for n in sizes.sizes]
+  for n, d, c in zip(sizes.sizes, donated, copying):
+    print(f"d=2, n={n}: update {1e6 * d:.1f} us per op donated,"
+          f" {1e6 * c:.1f} us copying the state ({c / d:.2f}x); no overflow")
+  print(f"d=2: update-cost exponent in n over n={sizes.sizes[0]}..{sizes.sizes[-1]}:"
+        f" {_exponent(sizes.sizes, donated):.2f} donated (goal <= {EXPONENT_GOAL}),"
+        f" {_exponent(sizes.sizes, copying):.2f} copying")
 
-    def rebuild(a, b):
-      fresh = tree.build(jax.random.key(0), a, b)
-      return tree.greedy_matching(fresh)
+  solvers = {"scipy": lambda a, b: matching.optimal_matching(a, b, 1),
+             "POT": lambda a, b: matching.pot_cost(a, b, 1)}
+  solver_seconds = {name: {} for name in solvers}
+  for n in sizes.solver_sizes:
+    case = cases[n]
+    seconds = profiling.alternating_seconds(
+        {name: (fn, (case.points_a, case.points_b)) for name, fn in solvers.items()},
+        rounds=min(sizes.rounds, 3), repeats=1)
+    for name in solvers:
+      solver_seconds[name][n] = seconds[name]
+  for n in sizes.sizes:
+    update = np.asarray(ours[n]["donated"])
+    query = np.asarray(ours[n]["query"])
+    line = (f"d=2, n={n}: ours update {1e6 * _median(update):.1f} us,"
+            f" update+query {1e3 * _median(update + query):.2f} ms;")
+    for name in solvers:
+      if n in solver_seconds[name]:
+        solve = np.asarray(solver_seconds[name][n])
+        rounds = min(len(solve), len(update))
+        line += (f" {name} {1e3 * _median(solve):.0f} ms:"
+                 f" {_median(solve) / _median(update):.3g}x per update,"
+                 f" {_median(solve) / _median(update + query):.3g}x"
+                 f" per update+query {_spread(solve[:rounds] / (update + query)[:rounds])};")
+      else:  # extrapolated from the two largest sizes run
+        known = sorted(solver_seconds[name])[-2:]
+        slope = _exponent(known, [_median(solver_seconds[name][k]) for k in known])
+        solve = _median(solver_seconds[name][known[-1]]) * (n / known[-1]) ** slope
+        line += (f" {name} ~{solve:.0f} s extrapolated (n^{slope:.2f}, not run):"
+                 f" ~{solve / _median(update + query):.3g}x per update+query;")
+    print(line.rstrip(";"))
 
-    seconds = profiling.alternating_seconds({
-        "block": (tree.apply, (state, block)),
-        "single": (single_update, (state,)),
-        "rebuild": (rebuild, (jnp.asarray(points_a), jnp.asarray(points_b))),
-        "hungarian": (matching.optimal_matching, (points_a, points_b, 1)),
-    }, rounds=sizes.rounds, repeats=sizes.repeats)
-    per_op = np.asarray(seconds["block"]) / len(block.kind)
-    hungarian = np.asarray(seconds["hungarian"])
-    single = np.asarray(seconds["single"]) / 2  # two updates per call
-    speedup = np.median(hungarian / per_op)
-    print(f"d={dim}, n={size}: update throughput vs Hungarian:"
-          f" {speedup:.0f}x (goal >= {GOAL:.0f}x)"
-          f"  [{1e6 * np.median(per_op):.1f} us per op in a block of"
-          f" {len(block.kind)} vs {1e3 * np.median(hungarian):.1f} ms]")
-    print(f"d={dim}, n={size}: single-call update vs Hungarian:"
-          f" {np.median(hungarian / single):.0f}x"
-          f"  [{1e6 * np.median(single):.0f} us per update]")
-    print(f"d={dim}, n={size}: rebuild + greedy vs Hungarian:"
-          f" {np.median(hungarian / np.asarray(seconds['rebuild'])):.1f}x"
-          f"  [{1e3 * np.median(seconds['rebuild']):.1f} ms]")
+  # 3. One dimension: exact recomputation by sorting.
+  cases_1d, ours_1d = _ours(1, sizes)
+  for n, case in cases_1d.items():
+    sort = profiling.alternating_seconds(
+        {"sort": (_sort_cost, (case.points_a, case.points_b))},
+        rounds=sizes.rounds, repeats=sizes.repeats)["sort"]
+    update = np.asarray(ours_1d[n]["donated"])
+    both = update + np.asarray(ours_1d[n]["query"])
+    print(f"d=1, n={n}: sorting {1e6 * _median(sort):.0f} us:"
+          f" {_median(sort) / _median(update):.3g}x per update"
+          f" (ours {1e6 * _median(update):.1f} us),"
+          f" {_median(sort) / _median(both):.3g}x per update+query"
+          f" {_spread(np.asarray(sort) / both)}")
 
 
 if __name__ == "__main__":

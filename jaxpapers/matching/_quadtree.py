@@ -562,9 +562,20 @@ class ShiftedQuadtree:
       raise_errors(new)
     return new
 
-  def apply(self, state: QuadtreeState, ops: Operations
-            ) -> tuple[QuadtreeState, jax.Array]:
+  def apply(self, state: QuadtreeState, ops: Operations, *,
+            donate: bool = False) -> tuple[QuadtreeState, jax.Array]:
     """Applies a batch of operations in order (one ``lax.scan``).
+
+    Args:
+      state: the structure's state.
+      ops: the operations, one row each.
+      donate: reuse ``state``'s buffers for the result (``jax.jit``'s
+        ``donate_argnums``). A call that does not donate copies the whole
+        state first, ``O(capacity + levels x table size)`` bytes, because the
+        result cannot overwrite an input the caller still holds; over a block
+        of B operations that adds ``O(capacity / B)`` to each update. With
+        ``donate=True`` the update cost does not depend on n, but ``state``
+        is invalid after the call (reading it raises ``RuntimeError``).
 
     Returns:
       ``(state, slots)``: per operation the slot inserted into or deleted.
@@ -581,6 +592,8 @@ class ShiftedQuadtree:
       CapacityError, MissingPointError: called eagerly, when an operation
         failed (it was skipped; the others were applied).
     """
+    if not isinstance(donate, bool):
+      raise TypeError(f"donate must be a bool; got {type(donate).__name__}.")
     if not isinstance(ops, Operations):
       raise TypeError(f"ops must be Operations; got {type(ops).__name__}.")
     self._check_state(state)
@@ -601,10 +614,11 @@ class ShiftedQuadtree:
     if is_concrete(ops.kind):
       self._check_values(ops.point, "ops.point",
                          rows=np.asarray(ops.kind) == INSERT)
-    return self._run(state, ops)
+    return self._run(state, ops, donate=donate)
 
-  def _run(self, state, ops):
-    new, slots = _compiled_apply(self, state, ops)
+  def _run(self, state, ops, donate=False):
+    new, slots = (_compiled_apply_donated if donate else _compiled_apply)(
+        self, state, ops)
     if is_concrete(new):
       raise_errors(new)
     return new, slots
@@ -776,6 +790,8 @@ class ShiftedQuadtree:
 # fast too; under an outer jit they are inlined.
 _compiled_update = jax.jit(ShiftedQuadtree._update, static_argnums=0)
 _compiled_apply = jax.jit(ShiftedQuadtree._apply, static_argnums=0)
+_compiled_apply_donated = jax.jit(ShiftedQuadtree._apply, static_argnums=0,
+                                  donate_argnums=1)
 _compiled_greedy = jax.jit(ShiftedQuadtree._greedy, static_argnums=0)
 _compiled_tree_cost = jax.jit(ShiftedQuadtree._tree_cost, static_argnums=0)
 _compiled_matching_cost = jax.jit(ShiftedQuadtree._matching_cost,

@@ -199,6 +199,23 @@ def test_entries_are_reused_under_churn():
   np.testing.assert_array_equal(state.imbalance, 0)
 
 
+def test_a_donated_apply_gives_the_same_state_and_consumes_its_input():
+  tree = matching.ShiftedQuadtree(dim=2, capacity=8, p=1, resolution=1 / 64)
+  points = jnp.asarray(np.random.default_rng(1).random((8, 2), np.float32))
+  ops = matching.Operations(
+      kind=jnp.array([matching.DELETE, matching.INSERT, matching.DELETE]),
+      side=jnp.array([0, 0, 1]), slot=jnp.array([1, 0, 2]),
+      point=jnp.asarray(np.random.default_rng(2).random((3, 2), np.float32)))
+  kept, kept_slots = tree.apply(tree.build(jax.random.key(0), points[:4], points[4:]), ops)
+  donated_input = tree.build(jax.random.key(0), points[:4], points[4:])
+  donated, donated_slots = tree.apply(donated_input, ops, donate=True)
+  for a, b in zip(kept + (kept_slots,), donated + (donated_slots,)):
+    np.testing.assert_array_equal(a, b)
+  assert all(leaf.is_deleted() for leaf in jax.tree.leaves(donated_input))
+  with pytest.raises(TypeError, match="donate must be a bool"):
+    tree.apply(kept, ops, donate=1)
+
+
 def test_vmap_over_shifts_matches_one_structure_at_a_time():
   tree = matching.ShiftedQuadtree(dim=2, capacity=8, p=2, resolution=1 / 64)
   points = jnp.asarray(np.random.default_rng(0).random((8, 2), np.float32))
