@@ -25,8 +25,9 @@ DIAGNOSES = {
             " is the harness's, harness.effect_verdict, not the paper's). With"
             " the default's pair trained 200 steps on 10k instances: +0.95 +-"
             " 0.59 pp over 2 seeds, +0.54 +- 0.32 over 4, +0.30 +- 0.18 over 8"
-            " (INCONCLUSIVE at each; the committed default: +0.67 +- 0.52 over"
-            " 2, a fresh default run at e7a0fb0: +0.75 +- 0.53). The s.e. falls"
+            " (INCONCLUSIVE at each; the committed default at c22b13b: +0.76 +-"
+            " 0.51 over 2, at b5104af +0.67 +- 0.52, a fresh default run at"
+            " e7a0fb0: +0.75 +- 0.53). The s.e. falls"
             " as 1/sqrt(seeds) but the mean fell too, as one outlier seed of"
             " D64xL1 (6.49% against 5.1-5.9%) was diluted, so the log-trend fit"
             " reads 'moves away' (-0.42 +- 0.37 pp per e-fold, within 2 s.e.);"
@@ -34,6 +35,6 @@ DIAGNOSES = {
             " 0.52 pp, about 12 seeds per model reach 2 s.e.; if it keeps"
             " shrinking it will not, and the pair (58k vs 61k parameters) is"
             " the closest and smallest of the grid, where the deeper model's"
-            " lead is smallest (the second pair passes at +0.80 +- 0.06 pp)."),
+            " lead is smallest (the second pair passes at +0.83 +- 0.25 pp)."),
         artefacts=["scaling_seeds/scaling_seeds.png", "scaling_seeds/report.md"]),
 }

@@ -50,7 +50,7 @@ DIAGNOSES = {
             "WAMRViT is the more accurate model on the region of interest after one step (default"
             " run: ROI VRMSE 0.0231 vs the patch-8 ViT's 0.0445) but its rollout error grows"
             " faster, and the check averages the first 10 steps, where every model has lost the"
-            " fronts from about step 6 on (0.6716 vs 0.4829). More training moves the gap away"
+            " fronts from about step 6 on (0.6737 vs 0.4840; 0.6716 vs 0.4829 in the run before). More training moves the gap away"
             " from the claim: WAMRViT minus vit_p8 (paired over 2 seeds) +0.116 +- 0.028, +0.163"
             " +- 0.045, +0.181 +- 0.003 at 40, 120, 360 steps (slope +0.028 +- 0.012 per e-fold),"
             " and +0.19 at the default's 600 steps with a 4-layer model. The claim does not hold"
