@@ -27,8 +27,9 @@ DIAGNOSES = {
             " two seeds) EMO's increase stays flat at +0.07% (s.e. 0.01%), +0.39% (0.66%),"
             " +0.19% (0.38%) after 100, 300, 900 steps (slope +0.0007 per e-fold, s.e. 0.0017),"
             " and with the default geometry (31 routed experts, k = 3, d = 64) it is +0.7% after"
-            " 300 steps (one seed) but +10.8% (s.e. 0.9%) after the default 1,500: it grows with"
-            " training, away from the bound, as the standard MoE's does (+4.6% -> +42.8%), so"
+            " 300 steps (one seed) but +8.6% (s.e. 0.1%; +10.8% in the run before) after the"
+            " default 1,500: it grows with training, away from the bound, as the standard MoE's"
+            " does (+4.6% -> +40%), so"
             " more steps would not pass it. EMO stays 4-60x cheaper to prune than the standard"
             " MoE at every size."),
         artefacts=["scaling_steps/scaling_steps.png", "scaling_steps/report.md",
