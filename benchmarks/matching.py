@@ -21,8 +21,11 @@ recomputation, at n = 256 to 16,384 points per side:
    the strongest exact baseline in one dimension, against our d = 1 update
    and update + query.
 
-Sides are timed in alternating rounds; each number is the median over rounds,
-ratios are medians of per-round ratios (10-90% range in brackets).
+Our sizes are timed in alternating rounds, and so are scipy and POT against
+each other, but ours and the solvers (or the sort) in separate loops of the
+same run: each number is the median over its rounds and each ratio one of
+medians, so run the benchmark more than once for a range (docs/wasserstein.md
+gives two runs').
 
 Run: ``python -m benchmarks.matching`` (``--tiny``: n = 16 and 32, blocks of
 16, one round).
@@ -103,10 +106,6 @@ def _median(values):
   return float(np.median(values))
 
 
-def _spread(ratios):
-  return f"[{np.quantile(ratios, 0.1):.3g}-{np.quantile(ratios, 0.9):.3g}x]"
-
-
 def _ours(dim, sizes):
   """Per round: donated and copying update per op, and the greedy query."""
   cases = {n: _case(dim, n, sizes.block) for n in sizes.sizes}
@@ -157,12 +156,10 @@ def main(tiny: bool = False):
             f" update+query {1e3 * _median(update + query):.2f} ms;")
     for name in solvers:
       if n in solver_seconds[name]:
-        solve = np.asarray(solver_seconds[name][n])
-        rounds = min(len(solve), len(update))
-        line += (f" {name} {1e3 * _median(solve):.0f} ms:"
-                 f" {_median(solve) / _median(update):.3g}x per update,"
-                 f" {_median(solve) / _median(update + query):.3g}x"
-                 f" per update+query {_spread(solve[:rounds] / (update + query)[:rounds])};")
+        solve = _median(solver_seconds[name][n])
+        line += (f" {name} {1e3 * solve:.0f} ms:"
+                 f" {solve / _median(update):.3g}x per update,"
+                 f" {solve / _median(update + query):.3g}x per update+query;")
       else:  # extrapolated from the two largest sizes run
         known = sorted(solver_seconds[name])[-2:]
         slope = _exponent(known, [_median(solver_seconds[name][k]) for k in known])
@@ -182,8 +179,7 @@ def main(tiny: bool = False):
     print(f"d=1, n={n}: sorting {1e6 * _median(sort):.0f} us:"
           f" {_median(sort) / _median(update):.3g}x per update"
           f" (ours {1e6 * _median(update):.1f} us),"
-          f" {_median(sort) / _median(both):.3g}x per update+query"
-          f" {_spread(np.asarray(sort) / both)}")
+          f" {_median(sort) / _median(both):.3g}x per update+query")
 
 
 if __name__ == "__main__":
