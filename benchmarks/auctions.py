@@ -1,17 +1,25 @@
 """DynamAuction speed: the compiled episodes against the same dynamics batched in numpy.
 
-``jit(vmap(run_episode))`` of the myopic bidder (theta = 1, both auction
-formats, 24 h episodes) against a numpy version of the same dynamics written
-for this benchmark, vectorised over the episodes the same way: one numpy
-step advances every episode by one arrival, with the same O(1) bookkeeping
-of delayed rewards (a per-step pending sum) and, in first price, the same
-256-point grid argmax (``scipy.special.ndtr`` for the competition CDF).
-Both sides replay the same draws (the numpy side reads the arrivals that
+The myopic bidder (theta = 1, both auction formats, 24 h episodes) three
+ways, on the same reset episodes:
+
+* ``auctions.run_myopic_batch``: one compiled loop steps every episode of
+  the batch together (the library's batched runner);
+* ``jit(vmap(auctions.run_myopic_from))``: each episode's loop, vmapped;
+* a numpy version of the same dynamics written for this benchmark and
+  vectorised over the episodes the same way as the batched runner: one
+  numpy step advances every episode by one arrival, with the same O(1)
+  bookkeeping of delayed rewards (a per-step pending sum) and, in first
+  price, the same 256-point grid argmax (``scipy.special.ndtr`` for the
+  competition CDF).
+
+All three replay the same draws (the numpy side reads the arrivals that
 ``environment.reset`` drew) and return the same outputs (returns, step
 rewards, wins, contexts); their returns are compared. Rates count real
-arrivals (valid slots), not padded ones. Rounds alternate the two sides, and
-the ratio is the median over rounds with its 10-90% range
-(``profiling.paired_ratio``). Goal: >= 3x at 256 and more episodes.
+arrivals (valid slots), not padded ones. Rounds alternate the three, and
+each ratio is the median over rounds with its 10-90% range
+(``profiling.paired_ratio``). Goal (issue 41): the batched runner >= 3x
+numpy at 256 and more episodes.
 
 Run: ``python -m benchmarks.auctions`` (``--tiny``: 2 h episodes, 8 of
 them, one round).
@@ -118,27 +126,35 @@ def compare(fmt: str, num_episodes: int, sizes: Sizes) -> str:
   reset_keys, step_keys = jax.vmap(jax.random.split, out_axes=1)(keys)
   policy = auctions.fixed_shading(1.0, params)
   obs, states = jax.jit(jax.vmap(lambda k: auctions.reset(k, params)))(reset_keys)
-  ours = jax.jit(jax.vmap(lambda s, o, k: auctions.run_myopic_from(s, o, k, params, policy)))
+  batch = jax.jit(lambda s: auctions.run_myopic_batch(s, params, policy))
+  vmapped = jax.jit(jax.vmap(
+      lambda s, o, k: auctions.run_myopic_from(s, o, k, params, policy)))
   numpy_states = jax.device_get(states)
-  episode = jax.block_until_ready(ours(states, obs, step_keys))  # compiled
+  episode = jax.block_until_ready(batch(states))  # compiled
+  jax.block_until_ready(vmapped(states, obs, step_keys))
   arrivals = int(numpy_states.num_valid.sum())
-  ours_s, numpy_s = [], []
+  seconds = {"batch": [], "vmap": [], "numpy": []}
   for _ in range(sizes.rounds):
-    start = time.perf_counter()
-    jax.block_until_ready(ours(states, obs, step_keys))
-    ours_s.append(time.perf_counter() - start)
-    start = time.perf_counter()
-    reference = numpy_episodes(numpy_states, params)
-    numpy_s.append(time.perf_counter() - start)
+    for name, run in (("batch", lambda: batch(states)),
+                      ("vmap", lambda: vmapped(states, obs, step_keys)),
+                      ("numpy", lambda: numpy_episodes(numpy_states, params))):
+      start = time.perf_counter()
+      reference = jax.block_until_ready(run())
+      seconds[name].append(time.perf_counter() - start)
   gap = np.max(np.abs(np.asarray(episode.episode_return)
                       - reference["episode_return"]))
-  ratio = profiling.paired_ratio(numpy_s, ours_s)
+  rate = lambda name: f"{arrivals / min(seconds[name]):,.0f}"
+  ratio = lambda name: profiling.paired_ratio(seconds["numpy"], seconds[name])
+  batch_ratio, vmap_ratio = ratio("batch"), ratio("vmap")
   return (f"{fmt} price, {num_episodes} episodes of {sizes.horizon:g} h"
-          f" ({arrivals / num_episodes:.0f} arrivals each):"
-          f" {arrivals / min(ours_s):,.0f} arrivals/s compiled vs"
-          f" {arrivals / min(numpy_s):,.0f} numpy-batched:"
-          f" {ratio['ratio']:.2f}x (10-90%: {ratio['low']:.2f}-{ratio['high']:.2f}x,"
-          f" {ratio['rounds']} rounds; goal >= 3x); returns agree to {gap:.1e}")
+          f" ({arrivals / num_episodes:.0f} arrivals each), arrivals/s:"
+          f" {rate('batch')} run_myopic_batch, {rate('vmap')} vmap(run_from),"
+          f" {rate('numpy')} numpy-batched. Against numpy:"
+          f" run_myopic_batch {batch_ratio['ratio']:.2f}x"
+          f" (10-90%: {batch_ratio['low']:.2f}-{batch_ratio['high']:.2f}x;"
+          f" goal >= 3x), vmap(run_from) {vmap_ratio['ratio']:.2f}x"
+          f" ({vmap_ratio['low']:.2f}-{vmap_ratio['high']:.2f}x);"
+          f" {batch_ratio['rounds']} rounds; returns agree to {gap:.1e}")
 
 
 def main(tiny: bool = False):

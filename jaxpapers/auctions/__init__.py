@@ -50,6 +50,7 @@ from jaxpapers.auctions._myopic import fixed_shading
 from jaxpapers.auctions._myopic import MyopicEpisode
 from jaxpapers.auctions._myopic import run_episode as run_myopic_episode
 from jaxpapers.auctions._myopic import run_from as run_myopic_from
+from jaxpapers.auctions._myopic import run_batch as run_myopic_batch
 from jaxpapers.auctions._myopic import best_fixed_shading
 from jaxpapers.auctions._ppo import NUM_FEATURES as PPO_NUM_FEATURES
 from jaxpapers.auctions._ppo import PPOConfig
@@ -118,6 +119,7 @@ __all__ = [
     "MyopicEpisode",
     "run_myopic_episode",
     "run_myopic_from",
+    "run_myopic_batch",
     "best_fixed_shading",
     "PPO_NUM_FEATURES",
     "PPOConfig",

@@ -461,13 +461,52 @@ class EnvState(NamedTuple):
   utility: jax.Array  # realised utility so far (revealed or not): the return
 
 
+class _Books(NamedTuple):
+  """An episode's delayed-reward bookkeeping: the last five fields of :class:`EnvState`."""
+
+  pending: jax.Array
+  revealed_value: jax.Array
+  won_value: jax.Array
+  payments: jax.Array
+  utility: jax.Array
+
+
+def _observation(time: jax.Array, value: jax.Array, valid: jax.Array,
+                 context: Context, books: _Books, params: EnvParams
+                 ) -> Observation:
+  """What the buyer sees of an arrival (its ``time``, ``value``, ``valid``) given the episode so far."""
+  return Observation(time, value, valid, context, kernel(context, time, params),
+                     books.revealed_value - books.payments)
+
+
+def _book(books: _Books, outcome: Outcome, reveal_step: jax.Array,
+          index: jax.Array, num_valid: jax.Array, active: jax.Array
+          ) -> tuple[_Books, jax.Array, jax.Array]:
+  """Records one arrival's outcome; returns the books, the step reward and ``done``.
+
+  The won value goes to the step that reveals it (no earlier than
+  ``index``, the step after this one: a zero delay reveals it at once); the
+  step reward is what that reveals minus the payment, and everything left
+  is revealed at ``done``. An inactive step adds 0 and reads nothing.
+  """
+  pending = books.pending.at[jnp.maximum(reveal_step, index)].add(outcome.value)
+  won_value = books.won_value + outcome.value
+  done = index >= num_valid
+  newly_revealed = jnp.where(active, pending[index],
+                             jnp.zeros_like(outcome.value))
+  revealed = jnp.where(done, won_value, books.revealed_value + newly_revealed)
+  reward = revealed - books.revealed_value - outcome.payment
+  reward = jnp.where(active, reward, jnp.zeros_like(reward))
+  utility = outcome.value - outcome.payment
+  return _Books(pending, revealed, won_value, books.payments + outcome.payment,
+                books.utility + utility), reward, done
+
+
 def _observe(state: EnvState, params: EnvParams) -> Observation:
   i = jnp.minimum(state.index, state.arrivals.time.shape[0] - 1)
-  time = state.arrivals.time[i]
   valid = state.arrivals.valid[i] & (state.index < state.num_valid)
-  return Observation(time, state.arrivals.value[i], valid, state.context,
-                     kernel(state.context, time, params),
-                     state.revealed_value - state.payments)
+  return _observation(state.arrivals.time[i], state.arrivals.value[i], valid,
+                      state.context, _Books(*state[5:]), params)
 
 
 def _count_below(sorted_values: jax.Array, queries: jax.Array) -> jax.Array:
@@ -542,22 +581,13 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
   # arrivals are slices. (Under ``scan_episode``'s while loop, whose end
   # depends on the episode, vmap batches it again and the reads are gathers.)
   index = jnp.minimum(state.index + 1, slots)
-  # A value is revealed no earlier than the step after its own (a zero
-  # delay reveals it at once); an inactive step adds 0 and reads nothing.
-  pending = state.pending.at[jnp.maximum(state.reveal_step[i], index)].add(
-      out.value)
-  won_value = state.won_value + out.value
-  done = index >= state.num_valid
-  newly_revealed = jnp.where(active, pending[index], jnp.zeros_like(out.value))
-  revealed = jnp.where(done, won_value, state.revealed_value + newly_revealed)
-  utility = out.value - out.payment
-  reward = revealed - state.revealed_value - out.payment
-  reward = jnp.where(active, reward, jnp.zeros_like(reward))
+  books, reward, done = _book(_Books(*state[5:]), out, state.reveal_step[i],
+                              index, state.num_valid, active)
   state = EnvState(index, a, state.num_valid, out.context, state.reveal_step,
-                   pending, revealed, won_value, state.payments + out.payment,
-                   state.utility + utility)
+                   *books)
   return _observe(state, params), state, reward, done, {
-      "won": out.won, "payment": out.payment, "utility": utility}
+      "won": out.won, "payment": out.payment,
+      "utility": out.value - out.payment}
 
 
 # Steps per chunk of :func:`scan_episode`: at most this many steps past the

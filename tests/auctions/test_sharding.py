@@ -138,6 +138,10 @@ def _myopic_episodes(keys):
       k, _PARAMS, myopic.fixed_shading(0.8, _PARAMS)))(keys)
 
 
+def _myopic_batch(states):
+  return myopic.run_batch(states, _PARAMS, myopic.fixed_shading(0.8, _PARAMS))
+
+
 def _value_table(nodes, weights):
   return dp_oracle.value_table(_ORACLE, 6, value_nodes=nodes,
                                value_weights=weights)
@@ -234,6 +238,7 @@ CASES = {
     "auctions.run_myopic_episode+auctions.run_myopic_from"
     "+auctions.scan_episode": (
         _myopic_episodes, (_KEYS,), (_DATA,)),
+    "auctions.run_myopic_batch": (_myopic_batch, (_STATES,), (_DATA,)),
     "auctions.best_fixed_shading": (
         lambda key, thetas: myopic.best_fixed_shading(key, _PARAMS, thetas),
         (_KEYS[0], jnp.linspace(0.4, 1.2, B)), (None, _DATA)),
@@ -310,6 +315,7 @@ NUMERIC_CASES = {
         ("Explicit",),
     "auctions.run_myopic_episode+auctions.run_myopic_from"
     "+auctions.scan_episode": ("Explicit",),
+    "auctions.run_myopic_batch": ("Explicit",),
     "auctions.ppo_collect": ("Explicit",),
     "auctions.ppo_collect+auctions.ppo_features": ("Explicit",),
     "auctions.ppo_loss": ("Auto", "Explicit"),
