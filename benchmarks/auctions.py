@@ -10,7 +10,8 @@ ways, on the same reset episodes:
   vectorised over the episodes the same way as the batched runner: one
   numpy step advances every episode by one arrival, with the same O(1)
   bookkeeping of delayed rewards (a per-step pending sum) and, in first
-  price, the same 256-point grid argmax (``scipy.special.ndtr`` for the
+  price, the same bid rule: the argmax of a 256-point grid, evaluated on the
+  9 points around a tabulated optimum (``scipy.special.ndtr`` for the
   competition CDF).
 
 All three replay the same draws (the numpy side reads the arrivals that
@@ -29,13 +30,13 @@ import time
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from scipy import special
 
 import benchmarks
 from jaxpapers import profiling
 from jaxpapers import auctions
+from jaxpapers.auctions import _myopic as myopic
 
 
 class Sizes(NamedTuple):
@@ -57,7 +58,9 @@ def numpy_episodes(state: auctions.EnvState, params: auctions.EnvParams,
   ``state`` is a batch of reset states (``vmap(reset)``, fetched to numpy).
   The same dynamics as ``environment.step`` and ``auctions.fixed_shading``:
   kernel, bid, win, payment, context, delayed reveals (the default effects:
-  exposure saturation, recency and delay on).
+  exposure saturation, recency and delay on). First-price bids evaluate the
+  library's window of the grid (``auctions.first_price_bid``), which reads
+  the library's table of grid optima as a constant.
   """
   if not (params.saturation and params.recency and params.delay
           and params.saturation_measure == "exposure"):
@@ -78,7 +81,13 @@ def numpy_episodes(state: auctions.EnvState, params: auctions.EnvParams,
   rewards = np.zeros((slots, batch), f32)
   wins = np.zeros((slots, batch), bool)
   contexts = np.zeros((3, slots, batch), f32)
-  fractions = np.linspace(0.0, 1.0, auctions.FIRST_PRICE_GRID, dtype=f32)
+  grid, window = auctions.FIRST_PRICE_GRID, myopic._WINDOW  # pylint: disable=protected-access
+  fractions = np.linspace(0.0, 1.0, grid, dtype=f32)
+  offsets = np.arange(window)[None, :]
+  tiny = np.finfo(f32).tiny
+  # A constant of the library's bid rule: the grid's optimum at log scales.
+  log_y_start, log_y_step, best_index = myopic._grid_optimum_table(  # pylint: disable=protected-access
+      params.competing_log_std)
   decay, alpha = f32(params.exposure_decay), f32(params.saturation_strength)
   for i in range(int(num_valid.max())):
     contexts[:, i] = count, log_exposure, last_win
@@ -90,14 +99,24 @@ def numpy_episodes(state: auctions.EnvState, params: auctions.EnvParams,
     if params.format == "second":
       bid = theta * nu
     else:
-      bids = nu[:, None] * fractions
+      # The library's window of the grid around the tabulated optimum.
       mean = (params.competing_log_mean + params.competing_log_amplitude
-              * np.sin(f32(2 * np.pi / params.period) * t))
+              * np.sin(f32(2 * np.pi / params.period) * t)).astype(f32)
+      safe_nu = np.maximum(nu, tiny)
+      node = np.clip(np.round((np.log(safe_nu) - mean - log_y_start)
+                              / log_y_step), 0, best_index.size - 1)
+      first_above_reserve = np.clip(np.ceil(
+          f32(params.reserve) / safe_nu * f32(grid - 1)), 0, grid - 1)
+      centre = np.maximum(best_index[node.astype(np.int32)],
+                          first_above_reserve.astype(np.int32))
+      start = np.clip(centre - window // 2, 0, grid - window)
+      bids = nu[:, None] * fractions[start[:, None] + offsets]
       with np.errstate(divide="ignore"):
-        z = (np.log(bids) - mean[:, None].astype(f32)) / f32(params.competing_log_std)
+        z = (np.log(bids) - mean[:, None]) / f32(params.competing_log_std)
       win = np.where((bids > 0) & (bids >= params.reserve), special.ndtr(z), f32(0))
       utility_grid = (nu[:, None] - bids) * win
-      bid = theta * bids[rows, np.argmax(utility_grid, 1)]
+      best = bids[rows, np.argmax(utility_grid, 1)]
+      bid = theta * np.where(utility_grid.max(1) == 0, f32(0), best)
     price = np.maximum(competing[:, i], f32(params.reserve))
     won = valid[:, i] & active & (bid >= price) & (bid > 0)
     paid = np.where(won, bid if params.format == "first" else price, f32(0))

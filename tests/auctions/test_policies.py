@@ -40,6 +40,34 @@ def test_first_price_grid_argmax_matches_a_fine_numeric_optimum(nu, t):
   assert abs(fast - best.x) <= nu / 255 + 1e-4
 
 
+@pytest.mark.parametrize("reserve,spread,log_mean", [
+    (0.0, 0.5, np.log(0.8)), (0.5, 0.5, np.log(0.8)), (0.0, 0.02, 0.0),
+    (0.05, 3.0, 0.0), (1.0, 0.5, -5.0)])
+def test_first_price_window_finds_the_full_grid_argmax(reserve, spread,
+                                                       log_mean):
+  # The windowed grid against every grid point, over 24 orders of magnitude
+  # of valuation and the edge cases: zero, negative, NaN, infinite, tiny,
+  # huge, at and just above the reserve.
+  params = env_lib.EnvParams(format="first", reserve=reserve,
+                             competing_log_std=spread,
+                             competing_log_mean=log_mean)
+  rng = np.random.default_rng(0)
+  nu = np.exp(rng.uniform(-20.0, 8.0, 20_000)).astype(np.float32)
+  nu[:10] = [0.0, -1.0, np.nan, np.inf, 1e-30, 1e30, reserve,
+             np.nextafter(np.float32(reserve), np.float32(1)), 1.0, 0.8]
+  t = rng.uniform(0.0, 24.0, nu.size).astype(np.float32)
+
+  def full_grid(nu, t):
+    bids = nu[:, None] * jnp.linspace(0.0, 1.0, myopic.FIRST_PRICE_GRID)[None]
+    utility = (nu[:, None] - bids) * env_lib.win_probability(
+        bids, t[:, None], params)
+    return jnp.take_along_axis(bids, jnp.argmax(utility, -1)[:, None], -1)[:, 0]
+
+  expected = jax.jit(full_grid)(nu, t)
+  got = jax.jit(lambda v, s: myopic.first_price_bid(v, s, params))(nu, t)
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
 def test_mpc_equals_myopic_exactly_with_the_kernel_off():
   params = env_lib.EnvParams(format="second", saturation=False, recency=False,
                              **SMALL)
