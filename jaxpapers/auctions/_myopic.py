@@ -113,18 +113,47 @@ def first_price_bid(valuation: jax.Array, time: jax.Array,
     centre = jnp.maximum(tree.lookup(jnp.asarray(best_index), node),
                          first_above_reserve)
     start = jnp.clip(centre - _WINDOW // 2, 0, grid_size - _WINDOW)
-    # The same float32 fractions as the full grid's, read at the window.
     offsets = jnp.arange(_WINDOW).reshape((1,) * start.ndim + (-1,))
-    fractions = tree.lookup(fractions, start[..., None] + offsets)
+    # Computed, not read: a gather per point costs more than its CDF.
+    fractions = _grid_fractions(start[..., None] + offsets, grid_size)
   else:
     fractions = fractions.reshape((1,) * valuation.ndim + (-1,))
   bids = valuation[..., None] * fractions
   time = jnp.broadcast_to(time, valuation.shape)[..., None]
   utility = (valuation[..., None] - bids) * env_lib.win_probability(
       bids, time, params)
-  bid = jnp.take_along_axis(bids, jnp.argmax(utility, -1)[..., None], -1)
+  best = _first_argmax(utility)
+  if grid_size == FIRST_PRICE_GRID:
+    bid = valuation * _grid_fractions(start + best, grid_size)
+  else:
+    bid = jnp.take_along_axis(bids, best[..., None], -1)[..., 0]
   # No point of the window can win: bid the full grid's first point, 0.
-  return jnp.where(jnp.max(utility, -1) == 0, valuation * 0.0, bid[..., 0])
+  return jnp.where(jnp.max(utility, -1) == 0, valuation * 0.0, bid)
+
+
+def _first_argmax(x: jax.Array) -> jax.Array:
+  """``jnp.argmax(x, -1)`` (the first maximum; the first NaN if any) by two plain reductions.
+
+  XLA:CPU runs argmax as one reduction over (value, index) pairs, which it
+  does not vectorise: over a few points per row it costs several times the
+  row's CDFs.
+  """
+  top = jnp.max(x, -1, keepdims=True)
+  hit = (x == top) | jnp.isnan(x)
+  iota = jnp.arange(x.shape[-1]).reshape((1,) * (x.ndim - 1) + (-1,))
+  return jnp.min(jnp.where(hit, iota, x.shape[-1]), -1)
+
+
+def _grid_fractions(points: jax.Array, grid_size: int) -> jax.Array:
+  """``jnp.linspace(0, 1, grid_size)[points]``, bit for bit, without a gather.
+
+  ``jnp.linspace`` makes point k as ``(1 / (grid_size - 1)) * k`` in
+  float32 and the last point exactly 1; the test of :func:`first_price_bid`
+  against the full grid checks that this stays so.
+  """
+  step = np.float32(1.0) / np.float32(grid_size - 1)
+  return jnp.where(points == grid_size - 1, jnp.float32(1.0),
+                   points.astype(jnp.float32) * step)
 
 
 @functools.lru_cache(maxsize=None)
