@@ -44,3 +44,14 @@ def test_a_different_operation_is_a_different_dataflow():
   assert sharding_checks.dataflow(unsharded) != sharding_checks.dataflow(other)
   assert sharding_checks.dataflow(unsharded) == sharding_checks.dataflow(
       jax.jit(jnp.sin).trace(_X + 1.0).jaxpr.jaxpr)
+
+
+def test_the_mesh_modes_run_can_be_limited_by_name(monkeypatch):
+  monkeypatch.delenv("JAXPAPERS_TEST_MESH_MODES", raising=False)
+  assert sharding_checks.modes_to_run() == ("Auto", "Explicit")
+  monkeypatch.setenv("JAXPAPERS_TEST_MESH_MODES", "Explicit")
+  assert sharding_checks.modes_to_run() == ("Explicit",)
+  for value in ("explicit", "", "Auto,Manual"):
+    monkeypatch.setenv("JAXPAPERS_TEST_MESH_MODES", value)
+    with pytest.raises(ValueError, match="JAXPAPERS_TEST_MESH_MODES"):
+      sharding_checks.modes_to_run()
