@@ -17,16 +17,15 @@ ways, on the same reset episodes:
 All three replay the same draws (the numpy side reads the arrivals that
 ``environment.reset`` drew) and return the same outputs (returns, step
 rewards, wins, contexts); their returns are compared. Rates count real
-arrivals (valid slots), not padded ones. Rounds alternate the three, and
-each ratio is the median over rounds with its 10-90% range
-(``profiling.paired_ratio``). Goal (issue 41): the batched runner >= 3x
+arrivals (valid slots), not padded ones. Rounds alternate the three
+(``profiling.alternating_seconds``, one timed call each), and each ratio is
+the median over rounds with its 10-90% range (``profiling.paired_ratio``). Goal (issue 41): the batched runner >= 3x
 numpy at 256 and more episodes.
 
 Run: ``python -m benchmarks.auctions`` (``--tiny``: 2 h episodes, 8 of
 them, one round).
 """
 
-import time
 from typing import NamedTuple
 
 import jax
@@ -149,17 +148,14 @@ def compare(fmt: str, num_episodes: int, sizes: Sizes) -> str:
   vmapped = jax.jit(jax.vmap(
       lambda s, o, k: auctions.run_myopic_from(s, o, k, params, policy)))
   numpy_states = jax.device_get(states)
-  episode = jax.block_until_ready(batch(states))  # compiled
-  jax.block_until_ready(vmapped(states, obs, step_keys))
+  episode = batch(states)
+  reference = numpy_episodes(numpy_states, params)
   arrivals = int(numpy_states.num_valid.sum())
-  seconds = {"batch": [], "vmap": [], "numpy": []}
-  for _ in range(sizes.rounds):
-    for name, run in (("batch", lambda: batch(states)),
-                      ("vmap", lambda: vmapped(states, obs, step_keys)),
-                      ("numpy", lambda: numpy_episodes(numpy_states, params))):
-      start = time.perf_counter()
-      reference = jax.block_until_ready(run())
-      seconds[name].append(time.perf_counter() - start)
+  seconds = profiling.alternating_seconds({
+      "batch": (batch, (states,)),
+      "vmap": (vmapped, (states, obs, step_keys)),
+      "numpy": (numpy_episodes, (numpy_states, params)),
+  }, rounds=sizes.rounds, repeats=1)
   gap = np.max(np.abs(np.asarray(episode.episode_return)
                       - reference["episode_return"]))
   rate = lambda name: f"{arrivals / min(seconds[name]):,.0f}"

@@ -175,14 +175,7 @@ def _grid_optimum_table(competing_log_std: float
   stop = math.log(FIRST_PRICE_GRID - 1) + 6.0 * sigma + 1.0
   step = min(0.01, sigma / 8)
   log_y = np.arange(start, stop + step, step)
-  fractions = np.linspace(0.0, 1.0, FIRST_PRICE_GRID)
-  index = np.empty(log_y.shape[0], np.int32)
-  for rows in np.array_split(np.arange(log_y.shape[0]), -(-log_y.shape[0] // 512)):
-    y = np.exp(log_y[rows])[:, None]
-    with np.errstate(divide="ignore"):
-      win = special.ndtr(np.log(y * fractions) / sigma)
-    index[rows] = np.argmax((y - y * fractions) * win, 1)
-  return float(start), float(step), index
+  return float(start), float(step), _grid_optima(log_y, sigma).astype(np.int32)
 
 
 @functools.lru_cache(maxsize=None)
@@ -193,12 +186,27 @@ def _first_price_table(competing_log_std: float) -> tuple[np.ndarray, np.ndarray
   Built once in numpy, so it is a compile-time constant, not a per-call cost.
   """
   log_y = np.linspace(*_TABLE_LOG_RANGE, _TABLE_SIZE)
-  bids = np.exp(log_y)[:, None] * np.linspace(0.0, 1.0, FIRST_PRICE_GRID)[None]
-  with np.errstate(divide="ignore"):
-    win = special.ndtr(np.log(bids) / competing_log_std)
-  utility = (np.exp(log_y)[:, None] - bids) * win
-  x_star = np.take_along_axis(bids, np.argmax(utility, 1)[:, None], 1)[:, 0]
+  fractions = np.linspace(0.0, 1.0, FIRST_PRICE_GRID)
+  x_star = np.exp(log_y) * fractions[_grid_optima(log_y, competing_log_std)]
   return log_y.astype(np.float32), x_star.astype(np.float32)
+
+
+def _grid_optima(log_y: np.ndarray, sigma: float) -> np.ndarray:
+  """Index of argmax_x (y - x) Phi(log(x) / sigma) on the first-price grid, per scale (float64, numpy).
+
+  ``x`` runs over ``y`` times the grid's fractions; rows of 512 scales at a
+  time bound the temporaries.
+  """
+  fractions = np.linspace(0.0, 1.0, FIRST_PRICE_GRID)
+  index = np.empty(log_y.shape[0], np.int64)
+  for rows in np.array_split(np.arange(log_y.shape[0]),
+                             -(-log_y.shape[0] // 512)):
+    y = np.exp(log_y[rows])[:, None]
+    bids = y * fractions
+    with np.errstate(divide="ignore"):
+      win = special.ndtr(np.log(bids) / sigma)
+    index[rows] = np.argmax((y - bids) * win, 1)
+  return index
 
 
 def first_price_bid_fast(valuation: jax.Array, time: jax.Array,
@@ -302,6 +310,12 @@ def run_from(state: env_lib.EnvState, obs: env_lib.Observation,
   keys = jax.random.split(key, state.arrivals.time.shape[0])
   (_, state), (rewards, won, contexts, nan_bids) = env_lib.scan_episode(
       body, obs, state, keys)
+  return _episode(rewards, won, contexts, nan_bids, state)
+
+
+def _episode(rewards: jax.Array, won: jax.Array, contexts: env_lib.Context,
+             nan_bids: jax.Array, state: env_lib.EnvState) -> MyopicEpisode:
+  """One episode's result from its per-slot outputs and final state."""
   # Past the valid arrivals the context stays the final one (those steps are
   # no-ops, and most of them are not run).
   past_end = jnp.arange(won.shape[0]) >= state.num_valid
@@ -329,7 +343,7 @@ def run_batch(states: env_lib.EnvState, params: env_lib.EnvParams,
   end a per-episode condition. Here one loop advances every episode by one
   arrival: the slot index is shared, the arrivals are read a block of
   16 slots at a time, and the loop ends after the batch's
-  last valid arrival. Same numbers as ``jax.vmap(run_from)`` (its step keys
+  last valid arrival. The numbers of ``jax.vmap(run_from)`` (its step keys
   are unused: :func:`environment.step` draws nothing), several times faster
   on CPU (``benchmarks/auctions.py``).
 
@@ -343,7 +357,13 @@ def run_batch(states: env_lib.EnvState, params: env_lib.EnvParams,
     A :class:`MyopicEpisode` of ``[episodes, ...]`` arrays. An episode whose
     state was past its first step (``index != 0``, which a concrete batch
     refuses with ``ValueError``) has a NaN ``episode_return``, as has one
-    with a NaN bid on a valid arrival.
+    with a NaN bid on a valid arrival. The utilities (``episode_return``,
+    ``final_state.utility``) match ``vmap(run_from)``'s to float32 rounding,
+    everything else exactly.
+
+  References: the environment is our reconstruction of DynamAuction
+  (abstract only; see :mod:`jaxpapers.auctions._environment`); the policy's
+  one-shot bids follow Krishna, *Auction Theory* (2009), ch. 2.
   """
   _check_policy(params, policy)
   if not isinstance(states, env_lib.EnvState):
@@ -419,13 +439,11 @@ def run_batch(states: env_lib.EnvState, params: env_lib.EnvParams,
   index = jnp.minimum(-(-num_valid // episode_chunk) * episode_chunk, slots)
   final = env_lib.EnvState(index.astype(states.index.dtype), a, num_valid,
                            context, states.reveal_step, *books)
-  past_end = jnp.arange(slots)[None, :] >= num_valid[:, None]
-  contexts = jax.tree.map(lambda c, f: jnp.where(past_end, f[:, None], c),
-                          contexts, context)
-  broken = jnp.any(nan_bids, axis=1) | (states.index != 0)
-  episode_return = jnp.where(broken, jnp.full_like(books.utility, jnp.nan),
-                             books.utility)
-  return MyopicEpisode(episode_return, rewards, won, contexts, final)
+  episodes = jax.vmap(_episode)(rewards, won, contexts, nan_bids, final)
+  resumed = states.index != 0
+  return episodes._replace(episode_return=jnp.where(
+      resumed, jnp.full_like(episodes.episode_return, jnp.nan),
+      episodes.episode_return))
 
 
 def best_fixed_shading(key: jax.Array, params: env_lib.EnvParams,
